@@ -1,0 +1,31 @@
+"""``python -m bridge``: serve the shim on stdin/stdout until end of input."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+
+from bridge.server import Server
+from bridge.sidecar import Sidecar
+from bridge.stdio import FdReceiveStream, FdSendStream, claim_stdout
+
+
+async def _serve() -> None:
+    protocol_fd = claim_stdout()
+    sys.stdout = sys.stderr
+    sidecar = Sidecar()
+    server = Server(sidecar.handlers())
+    await server.serve(FdReceiveStream(0), FdSendStream(protocol_fd))
+
+
+def main() -> None:
+    """Run the sidecar."""
+    try:
+        anyio.run(_serve)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

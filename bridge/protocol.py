@@ -1,0 +1,213 @@
+"""The wire protocol between node_shim and the sidecar: method names and payload Structs.
+
+The method table is the protocol: ``docs/protocol.md`` documents exactly ``METHODS`` (a test
+checks it). Payloads are closed Structs; new fields get defaults; versions meet at
+``initialize``. Tool arguments, results and contexts stay raw JSON or opaque values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+__all__ = [
+    "METHODS",
+    "NODE_TO_PY",
+    "PROTOCOL_VERSION",
+    "ExecuteDecision",
+    "ExecuteParams",
+    "InitializeParams",
+    "InitializeResult",
+    "LlmResponse",
+    "LlmStreamParams",
+    "Method",
+    "PostExecuteDecision",
+    "PostExecuteParams",
+    "PreStepParams",
+    "PreStepResult",
+    "ResultParams",
+    "Route",
+    "RouteParams",
+    "RouteResult",
+    "SeenResult",
+    "ShutdownParams",
+    "ShutdownResult",
+    "ToolCallOut",
+]
+
+PROTOCOL_VERSION = 1
+NODE_TO_PY = "node->python"
+
+
+class _Closed(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """Base of every wire payload: unknown fields are protocol errors."""
+
+
+class InitializeParams(_Closed):
+    """``initialize``: the handshake the shim sends once, before any hook is installed."""
+
+    protocolVersion: int
+    host: dict[str, str | None]
+    config: dict[str, Any]
+    cwd: str
+    pid: int
+
+
+class InitializeResult(_Closed):
+    """The hooks the shim must install; nothing else is installed."""
+
+    protocolVersion: int
+    hooks: list[Literal["tools", "llm"]]
+    sidecarVersion: str
+
+
+class ShutdownParams(_Closed):
+    """``shutdown``: sent from the plugin's dispose path."""
+
+
+class ShutdownResult(_Closed):
+    """Exit status for the DSH process and the structural errors to print on stderr."""
+
+    exitCode: int
+    errors: list[str]
+
+
+class ExecuteParams(_Closed):
+    """``tools/execute``: a call entering the outermost ``tools/execute`` wrapper."""
+
+    handle: str
+    path: str
+    tool: str
+    callId: str
+    args: str
+
+
+class ExecuteDecision(_Closed):
+    """``next``: run the real body; ``serve``: return ``result`` without it; ``refuse``: fail closed."""
+
+    action: Literal["next", "serve", "refuse"]
+    result: Any = None
+    deferContexts: list[Any] = msgspec.field(default_factory=list)
+    code: str = ""
+    message: str = ""
+
+
+class PostExecuteParams(_Closed):
+    """``tools/post-execute``: the normalized result at the post-execute input boundary."""
+
+    handle: str
+    path: str | None
+    tool: str
+    result: Any
+
+
+class PostExecuteDecision(_Closed):
+    """``accept`` lets post policies run; ``refuse`` blocks the call with ``message``."""
+
+    action: Literal["accept", "refuse"]
+    message: str = ""
+
+
+class ResultParams(_Closed):
+    """``tools/result`` (notification): the frozen final outcome of a call."""
+
+    handle: str
+    path: str | None
+    tool: str
+    result: Any
+
+
+class SeenResult(_Closed):
+    """One tool result the model sees in a request, by the call id the sidecar minted."""
+
+    callId: str
+    isError: bool
+    text: str
+
+
+class LlmStreamParams(_Closed):
+    """``llm/stream``: one request to the ``mock`` route."""
+
+    sessionId: str
+    purpose: str | None
+    turn: int | None
+    step: int | None
+    results: list[SeenResult]
+    tools: list[str]
+
+
+class ToolCallOut(_Closed):
+    """A complete tool-call block the route emits."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class LlmResponse(_Closed):
+    """One whole model response: tool calls (finish ``tool-calls``) or text (finish ``stop``)."""
+
+    kind: Literal["tool-calls", "text"]
+    calls: list[ToolCallOut] = msgspec.field(default_factory=list)
+    text: str = ""
+
+
+class PreStepParams(_Closed):
+    """``mock/pre-step``: user text entering a step (a headless ``/mock`` task arrives here)."""
+
+    sessionId: str
+    turn: int
+    step: int
+    cwd: str
+    texts: list[str]
+
+
+class PreStepResult(_Closed):
+    """Whether this turn is now a mock turn."""
+
+    mock: bool
+
+
+class Route(_Closed):
+    """A provider/model pair."""
+
+    provider: str
+    model: str
+
+
+class RouteParams(_Closed):
+    """``mock/route``: the ``agent/request`` proposal for a step."""
+
+    sessionId: str
+    turn: int
+    step: int
+    proposed: Route
+
+
+class RouteResult(_Closed):
+    """``route`` replaces the proposal; ``None`` keeps it."""
+
+    route: Route | None
+
+
+@dataclass(frozen=True)
+class Method:
+    """One row of the method table."""
+
+    params: type[msgspec.Struct]
+    result: type[msgspec.Struct] | None
+    direction: str = NODE_TO_PY
+
+
+METHODS: dict[str, Method] = {
+    "initialize": Method(InitializeParams, InitializeResult),
+    "shutdown": Method(ShutdownParams, ShutdownResult),
+    "tools/execute": Method(ExecuteParams, ExecuteDecision),
+    "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision),
+    "tools/result": Method(ResultParams, None),
+    "llm/stream": Method(LlmStreamParams, LlmResponse),
+    "mock/pre-step": Method(PreStepParams, PreStepResult),
+    "mock/route": Method(RouteParams, RouteResult),
+}

@@ -1,0 +1,201 @@
+"""The anyio session around ``RpcConnection``: one reader, one writer, a scope per request.
+
+Incoming requests are dispatched through ``jsonrpcserver`` with a per-connection method
+table and ``context`` = the sidecar state. Every handler runs in the connection's task group
+under its own ``CancelScope`` so ``$/cancelRequest`` cancels exactly that request.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import msgspec
+from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream
+from jsonrpcserver import Error, Result, Success
+from jsonrpcserver.async_main import dispatch_to_response
+from oslash.either import Left  # type: ignore[import-untyped]
+
+from bridge.connection import (
+    INVALID_PARAMS,
+    SERVER_ERROR,
+    Cancel,
+    Dispatch,
+    Resolve,
+    RpcConnection,
+    Send,
+)
+from bridge.protocol import METHODS
+from python_core.errors import SidecarError
+
+__all__ = ["MAX_LINE", "Handler", "PeerError", "Server"]
+
+MAX_LINE = 64 * 1024 * 1024
+
+Handler = Callable[[Any], Awaitable[msgspec.Struct | None]]
+
+
+def _incident(exc: BaseException) -> tuple[int, str, dict[str, str]]:
+    incident = uuid.uuid4().hex[:12]
+    sys.stderr.write(f"dsh-sidecar: incident {incident}\n")
+    traceback.print_exception(exc, file=sys.stderr)
+    return SERVER_ERROR, f"INTERNAL: internal error, incident {incident} (traceback on stderr)", {
+        "code": "INTERNAL",
+        "incident": incident,
+    }
+
+
+def _wrap(method: str, handler: Handler) -> Callable[[Any, msgspec.Raw], Awaitable[Result]]:
+    decoder = msgspec.json.Decoder(METHODS[method].params)
+
+    async def run(_context: Any, raw: msgspec.Raw) -> Result:
+        try:
+            params = decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            return Error(INVALID_PARAMS, f"invalid params for {method}: {exc}")
+        try:
+            return Success(await handler(params))
+        except SidecarError as exc:
+            return Error(SERVER_ERROR, str(exc), exc.to_wire())
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            code, message, data = _incident(exc)
+            return Error(code, message, data)
+
+    return run
+
+
+class Server:
+    """Serve one connection until the peer closes its end."""
+
+    def __init__(self, handlers: dict[str, Handler], *, max_line: int = MAX_LINE) -> None:
+        self.conn = RpcConnection()
+        self.max_line = max_line
+        self._methods = {name: _wrap(name, fn) for name, fn in handlers.items()}
+        self._scopes: dict[int | str, anyio.CancelScope] = {}
+        self._pending: dict[int | str, _Waiter] = {}
+        self._outbox: MemoryObjectSendStream[bytes] | None = None
+
+    async def call(self, method: str, params: Any) -> msgspec.Raw:
+        """Send a request to the peer and wait for its answer.
+
+        Raises:
+            PeerError: the peer answered with an error object.
+        """
+        if self._outbox is None:
+            raise anyio.ClosedResourceError
+        id_, send = self.conn.request(method, params)
+        waiter = _Waiter()
+        self._pending[id_] = waiter
+        try:
+            await self._outbox.send(send.data)
+            await waiter.done.wait()
+        finally:
+            self._pending.pop(id_, None)
+        if waiter.error is not None:
+            raise PeerError(str(waiter.error.get("message", "peer error")))
+        return waiter.result
+
+    async def serve(self, receive: ByteReceiveStream, send: ByteSendStream) -> None:
+        """Read lines, dispatch, write answers; return on end of input."""
+        outbox, inbox = anyio.create_memory_object_stream[bytes](1024)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._write_lines, inbox, send)
+            # Each request task holds its own clone of the outbox: the writer drains until the
+            # reader and every in-flight request have closed theirs (EOF waits for answers).
+            self._outbox = outbox
+            async with outbox:
+                await self._read_lines(BufferedByteReceiveStream(receive), outbox, tg)
+
+    async def _write_lines(self, inbox: Any, send: ByteSendStream) -> None:
+        async with inbox:
+            async for data in inbox:
+                try:
+                    await send.send(data)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+    async def _read_lines(
+        self, stream: BufferedByteReceiveStream, outbox: MemoryObjectSendStream[bytes], tg: TaskGroup
+    ) -> None:
+        while True:
+            try:
+                line = await stream.receive_until(b"\n", self.max_line)
+            except anyio.IncompleteRead:
+                return
+            except anyio.EndOfStream:
+                return
+            except anyio.DelimiterNotFound:
+                await outbox.send(
+                    self.conn.protocol_error(f"line longer than {self.max_line} bytes").data
+                )
+                return
+            if not line.strip():
+                continue
+            for action in self.conn.feed(line):
+                if isinstance(action, Send):
+                    await outbox.send(action.data)
+                elif isinstance(action, Dispatch):
+                    scope = anyio.CancelScope()
+                    if action.id is not None:
+                        self._scopes[action.id] = scope
+                    tg.start_soon(self._run, action, scope, outbox.clone())
+                elif isinstance(action, Cancel):
+                    target = self._scopes.get(action.id)
+                    if target is not None:
+                        target.cancel()
+                elif isinstance(action, Resolve):
+                    waiter = self._pending.get(action.id)
+                    if waiter is not None:
+                        waiter.result = action.result or msgspec.Raw(b"null")
+                        waiter.error = action.error
+                        waiter.done.set()
+
+    async def _run(
+        self, action: Dispatch, scope: anyio.CancelScope, outbox: MemoryObjectSendStream[bytes]
+    ) -> None:
+        request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
+        if action.id is not None:
+            request["id"] = action.id
+        async with outbox:
+            response: Any = None
+            with scope:
+                response = await dispatch_to_response(
+                    "", self._methods, context=None, deserializer=lambda _: request, validator=lambda r: r
+                )
+            if action.id is None:
+                return
+            self._scopes.pop(action.id, None)
+            if scope.cancelled_caught or response is None:
+                send = self.conn.respond_error(action.id, SERVER_ERROR, "cancelled")
+            elif isinstance(response, Left):
+                error = response._error
+                send = self.conn.respond_error(action.id, error.code, error.message, _data(error.data))
+            else:
+                send = self.conn.respond(action.id, response._value.result)
+            await outbox.send(send.data)
+
+
+class PeerError(SidecarError):
+    """The shim answered one of our requests with an error."""
+
+    code = "PEER_ERROR"
+
+
+class _Waiter:
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.result: msgspec.Raw = msgspec.Raw(b"null")
+        self.error: dict[str, Any] | None = None
+
+
+def _data(data: Any) -> Any:
+    # jsonrpcserver uses a NODATA sentinel; only real dicts travel.
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,148 @@
+"""The sidecar's method handlers: decode a hook, ask ``python_core``, answer the shim.
+
+One ``Sidecar`` per connection (no globals). It owns the parsed config, the tool cassette
+session and the mock driver, and turns their decisions into wire payloads.
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from bridge.mock_driver import MockDriver
+from bridge.protocol import (
+    PROTOCOL_VERSION,
+    ExecuteDecision,
+    ExecuteParams,
+    InitializeParams,
+    InitializeResult,
+    LlmResponse,
+    LlmStreamParams,
+    PostExecuteDecision,
+    PostExecuteParams,
+    PreStepParams,
+    PreStepResult,
+    ResultParams,
+    RouteParams,
+    RouteResult,
+    ShutdownParams,
+    ShutdownResult,
+)
+from bridge.server import Handler
+from bridge.tool_hooks import ToolHooks
+from bridge.trace import Trace
+from python_core.config import SidecarConfig, parse_sidecar_config
+from python_core.errors import ProtocolError, SidecarError
+
+__all__ = ["Sidecar"]
+
+
+def _sidecar_version() -> str:
+    try:
+        return version("dsh-sidecar")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+class NotInitialized(ProtocolError):
+    """A hook arrived before ``initialize``."""
+
+    def __init__(self) -> None:
+        super().__init__("a hook arrived before initialize")
+
+
+class Sidecar:
+    """State and handlers of one sidecar connection."""
+
+    def __init__(self) -> None:
+        self.config: SidecarConfig | None = None
+        self.trace = Trace(None)
+        self.tools: ToolHooks | None = None
+        self.mock: MockDriver | None = None
+        self.startup_errors: list[SidecarError] = []
+
+    def handlers(self) -> dict[str, Handler]:
+        """The method table this connection serves."""
+        return {
+            "initialize": self.initialize,  # type: ignore[dict-item]
+            "shutdown": self.shutdown,  # type: ignore[dict-item]
+            "tools/execute": self.tools_execute,  # type: ignore[dict-item]
+            "tools/post-execute": self.tools_post_execute,  # type: ignore[dict-item]
+            "tools/result": self.tools_result,  # type: ignore[dict-item]
+            "llm/stream": self.llm_stream,  # type: ignore[dict-item]
+            "mock/pre-step": self.mock_pre_step,  # type: ignore[dict-item]
+            "mock/route": self.mock_route,  # type: ignore[dict-item]
+        }
+
+    async def initialize(self, params: InitializeParams) -> InitializeResult:
+        """Check the protocol, parse the config and open the configured features."""
+        if params.protocolVersion != PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"shim speaks protocol {params.protocolVersion}, sidecar speaks {PROTOCOL_VERSION}; "
+                "reinstall the plugin with `dsh-sidecar install`"
+            )
+        config = parse_sidecar_config(params.config, cwd=params.cwd)
+        self.config = config
+        self.trace = Trace(config.trace)
+        self.trace.write("initialize", host=params.host)
+        hooks: list[str] = []
+        if config.tool_cassette is not None or config.trace is not None:
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace)
+            hooks.append("tools")
+        if config.mock.enabled:
+            self.mock = MockDriver(config.mock, self.trace)
+            hooks.append("llm")
+        return InitializeResult(
+            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=_sidecar_version()  # type: ignore[arg-type]
+        )
+
+    async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
+        """Close every feature; report the errors that must fail the DSH process."""
+        errors: list[SidecarError] = list(self.startup_errors)
+        if self.tools is not None:
+            errors.extend(self.tools.close())
+        if self.mock is not None:
+            errors.extend(self.mock.close())
+        self.trace.write("shutdown", errors=[e.code for e in errors])
+        self.trace.close()
+        exit_code = max((e.exit_code for e in errors), default=0)
+        return ShutdownResult(exitCode=min(exit_code, 1) if errors else 0, errors=[str(e) for e in errors])
+
+    def _tool_hooks(self) -> ToolHooks:
+        if self.tools is None:
+            raise NotInitialized
+        return self.tools
+
+    def _mock(self) -> MockDriver:
+        if self.mock is None:
+            raise NotInitialized
+        return self.mock
+
+    async def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
+        """``tools/execute``: pass through, serve from the cassette, or refuse."""
+        return self._tool_hooks().execute(params)
+
+    async def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
+        """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
+        return self._tool_hooks().post_execute(params)
+
+    async def tools_result(self, params: ResultParams) -> None:
+        """``tools/result`` notification: the final outcome."""
+        self._tool_hooks().result(params)
+
+    async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
+        """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
+        return await self._mock().stream(params)
+
+    async def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
+        """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
+        return self._mock().pre_step(params)
+
+    async def mock_route(self, params: RouteParams) -> RouteResult:
+        """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
+        return self._mock().route(params)
+
+
+def report(error: SidecarError) -> None:
+    """Print a named error on stderr (the shim forwards our stderr to the host's)."""
+    sys.stderr.write(f"dsh-sidecar: {error}\n")

@@ -1,0 +1,287 @@
+// @ts-check
+/**
+ * dsh-sidecar shim: forwards DSH rc.8 extension points to the Python sidecar over stdio
+ * JSON-RPC. It computes only what the host alone can see (structural call path, turn/step,
+ * session id) and turns Python's answers into host values. Every decision is Python's.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks'
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import z from '@deepseek-ai/schemastery'
+import { CallId, LlmAdapter, resolveRetryPolicy } from '@deepseek-ai/dsh-llm'
+import { Rpc, SidecarUnavailable } from './rpc.js'
+
+export const name = 'dsh-sidecar'
+export const inject = ['tools', 'llm']
+export const PROTOCOL_VERSION = 1
+
+const here = dirname(fileURLToPath(import.meta.url))
+
+/** The Python the installer ran with, unless the row names one. */
+function installedPython() {
+  const file = join(here, 'install.json')
+  if (!existsSync(file)) return ['python3']
+  return JSON.parse(readFileSync(file, 'utf8')).python
+}
+
+// Sections other than `python` are validated by Python at `initialize` (unknown keys included).
+export const Config = z.object({
+  python: z.array(z.string()).description('argv prefix that starts Python (default: the installing interpreter)'),
+  toolCassette: z.any(),
+  mock: z.any(),
+  subagentCassette: z.any(),
+})
+
+/** @param {string} pkg */
+function versionOf(pkg) {
+  const require = createRequire(import.meta.url)
+  for (const dir of require.resolve.paths(pkg) ?? []) {
+    const file = join(dir, pkg, 'package.json')
+    if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')).version
+  }
+  return null
+}
+
+const HOST_PACKAGES = ['@deepseek-ai/dsh', '@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-llm',
+  '@deepseek-ai/dsh-agent', '@deepseek-ai/dsh-subagent', '@deepseek-ai/cordis']
+
+/** @param {string} code @param {string} message */
+function failure(code, message) {
+  const text = message.startsWith(`${code}:`) ? message : `${code}: ${message}`
+  return { isError: true, error: { message: text, info: { name: 'SidecarError', code } }, content: [{ type: 'text', text: `Error: ${text}` }] }
+}
+
+/** @param {unknown} error */
+function codeOf(error) {
+  return /** @type {any} */ (error)?.code ?? 'SIDECAR_UNAVAILABLE'
+}
+
+/** @param {unknown} value */
+function plain(value) {
+  return value === undefined ? undefined : JSON.parse(JSON.stringify(value))
+}
+
+/** Start the sidecar and finish the handshake. @param {any} config */
+async function startSidecar(config) {
+  const python = config.python?.length ? config.python : installedPython()
+  const argv = [...python, '-m', 'bridge']
+  const child = spawn(argv[0], argv.slice(1), {
+    cwd: process.cwd(),
+    stdio: ['pipe', 'pipe', 'inherit'],
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  })
+  const rpc = new Rpc(/** @type {any} */ (child.stdin), /** @type {any} */ (child.stdout))
+  const exited = new Promise((resolve) => {
+    child.on('exit', (code, signal) => resolve({ code, signal }))
+    child.on('error', (error) => resolve({ code: null, signal: null, error }))
+  })
+  exited.then((/** @type {any} */ how) => {
+    const why = how.error ? `cannot start sidecar (${how.error.code ?? how.error.message})` : `sidecar exited (code ${how.code}, signal ${how.signal})`
+    if (rpc.dead === undefined && !rpc.closing) {
+      process.stderr.write(`dsh-sidecar: SIDECAR_UNAVAILABLE: ${why}; every later call fails closed\n`)
+      process.once('exit', () => { process.exitCode = Math.max(Number(process.exitCode ?? 0), 1) })
+    }
+    rpc.fail(new SidecarUnavailable(why))
+  })
+  const versions = Object.fromEntries(HOST_PACKAGES.map((p) => [p, versionOf(p)]))
+  const reply = await rpc.request('initialize', {
+    protocolVersion: PROTOCOL_VERSION, host: versions, config: plain(config), cwd: process.cwd(), pid: process.pid,
+  })
+  return { rpc, child, exited, reply }
+}
+
+/** @param {import('@deepseek-ai/cordis').Context} ctx @param {any} config */
+export async function apply(ctx, config) {
+  /** @type {Rpc | undefined} */
+  let rpc
+  /** @type {any} */
+  let reply
+  await ctx.effect(async () => {
+    const started = await startSidecar(config)
+    rpc = started.rpc
+    reply = started.reply
+    return async () => {
+      const sidecar = started.rpc
+      let status = { exitCode: 0, errors: [] }
+      if (sidecar.dead === undefined) {
+        try { status = await sidecar.request('shutdown', {}) } catch (error) {
+          status = { exitCode: 1, errors: [/** @type {Error} */ (error).message] }
+        }
+      }
+      sidecar.closing = true
+      started.child.stdin?.end()
+      const timer = setTimeout(() => started.child.kill('SIGKILL'), 10_000)
+      await started.exited
+      clearTimeout(timer)
+      for (const line of status.errors) process.stderr.write(`dsh-sidecar: ${line}\n`)
+      if (status.exitCode !== 0) {
+        process.once('exit', () => { process.exitCode = Math.max(Number(process.exitCode ?? 0), status.exitCode) })
+      }
+    }
+  }, 'dsh-sidecar process')
+  const live = /** @type {Rpc} */ (rpc)
+  const hooks = new Set(reply.hooks)
+  if (hooks.has('tools')) installToolHooks(ctx, live)
+  if (hooks.has('llm')) installMockRoute(ctx, live)
+}
+
+/** Forward the tool pipeline; the structural path is stamped synchronously at entry. */
+function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
+  const als = new AsyncLocalStorage()
+  /** @type {WeakMap<symbol, string>} */
+  const tokenPath = new WeakMap()
+  /** @type {WeakMap<symbol, string>} */
+  const tokenHandle = new WeakMap()
+  /** @type {Map<string, number>} */
+  const children = new Map()
+  let roots = 0
+  let handles = 0
+  const handleOf = (/** @type {any} */ exec) => {
+    let handle = tokenHandle.get(exec.token)
+    if (handle === undefined) tokenHandle.set(exec.token, handle = `h${++handles}`)
+    return handle
+  }
+
+  ctx.on('tools/execute', (/** @type {any} */ exec, /** @type {() => Promise<any>} */ next) => {
+    const parentPath = exec.parent !== undefined ? tokenPath.get(exec.parent) : als.getStore()
+    let path
+    if (parentPath === undefined) path = `root/${roots++}`
+    else {
+      const n = children.get(parentPath) ?? 0
+      children.set(parentPath, n + 1)
+      path = `${parentPath}/${n}`
+    }
+    tokenPath.set(exec.token, path)
+    const handle = handleOf(exec)
+    return als.run(path, async () => {
+      let decision
+      try {
+        decision = await rpc.request('tools/execute', {
+          handle, path, tool: exec.name, callId: exec.callId, args: JSON.stringify(exec.arguments ?? null),
+        }, exec.signal)
+      } catch (error) {
+        if (exec.signal.aborted) return failure('ABORTED', 'tool call aborted')
+        return failure(codeOf(error), /** @type {Error} */ (error).message)
+      }
+      if (decision.action === 'next') return next()
+      if (decision.action === 'refuse') return failure(decision.code, decision.message)
+      for (const context of decision.deferContexts ?? []) exec.deferContext(context)
+      return decision.result
+    })
+  }, { prepend: true })
+
+  ctx.on('tools/post-execute', async (/** @type {any} */ exec, /** @type {any} */ result, /** @type {() => Promise<any>} */ next) => {
+    let decision
+    try {
+      decision = await rpc.request('tools/post-execute', {
+        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result: plain(result),
+      })
+    } catch (error) {
+      decision = { action: 'refuse', message: /** @type {Error} */ (error).message }
+    }
+    if (decision.action === 'refuse') return { kind: 'block', feedback: [{ type: 'text', text: `Error: ${decision.message}` }] }
+    return next()
+  }, { prepend: true })
+
+  ctx.on('tools/result', (/** @type {any} */ exec, /** @type {any} */ result) => {
+    rpc.notify('tools/result', {
+      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result: plain(result),
+    })
+  })
+}
+
+/** A chunk stream for one complete response Python decided. @param {any} response */
+function* chunksOf(response) {
+  const usage = { type: 'usage', usage: { inputTokens: 0, outputTokens: 0 } }
+  if (response.kind === 'tool-calls') {
+    let index = 0
+    for (const call of response.calls) {
+      const block = { type: 'tool-call', id: CallId(call.id), name: call.name, arguments: call.arguments }
+      yield { type: 'block-start', index, blockType: 'tool-call' }
+      yield { type: 'block-end', index, block }
+      index++
+    }
+    yield usage
+    yield { type: 'finish', reason: { kind: 'tool-calls' } }
+    return
+  }
+  yield { type: 'block-start', index: 0, blockType: 'text' }
+  yield { type: 'text-delta', index: 0, text: response.text }
+  yield { type: 'block-end', index: 0, block: { type: 'text', text: response.text } }
+  yield usage
+  yield { type: 'finish', reason: { kind: 'stop' } }
+}
+
+/** Tool results the model sees since its last message: the call ids Python minted. @param {any[]} messages */
+function latestResults(messages) {
+  const out = []
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]
+    if (message.role === 'assistant') break
+    for (const block of message.content ?? []) {
+      if (block.type !== 'tool-result') continue
+      const text = (block.content ?? []).filter((/** @type {any} */ b) => b.type === 'text').map((/** @type {any} */ b) => b.text).join('')
+      out.unshift({ callId: String(block.toolCallId), isError: block.isError === true, text })
+    }
+  }
+  return out
+}
+
+/** Text of the user messages entering a step. @param {any[]} messages */
+function userTexts(messages) {
+  return messages.map((m) => (m.content ?? []).filter((/** @type {any} */ b) => b.type === 'text').map((/** @type {any} */ b) => b.text).join(''))
+}
+
+/** The `mock` route, served by Python, plus the per-turn routing hooks it needs. */
+function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
+  /** @type {Map<string, {turn: number, step: number}>} */
+  const current = new Map()
+
+  class SidecarAdapter extends LlmAdapter {
+    /** @param {string} provider */
+    providerInfo(provider) { return { id: provider, name: 'dsh-sidecar mock' } }
+    /** @param {string} provider */
+    providerRetryPolicy(provider) { return resolveRetryPolicy({ mode: 'normal', maxRetries: 0 }, `mock ${provider}`) }
+    /** @param {string} provider */
+    async listModels(provider) { return [{ provider, id: 'mock', name: 'dsh-sidecar mock', inputModalities: ['text'] }] }
+    /** @param {string} provider @param {string} model */
+    async resolveModel(provider, model) { return { provider, id: model, name: 'dsh-sidecar mock', context: { contextWindow: 1_000_000 } } }
+    /** @param {any} options */
+    async *stream(options) {
+      const sessionId = String(options.sessionId ?? '')
+      const where = current.get(sessionId)
+      const reply = await rpc.request('llm/stream', {
+        sessionId, purpose: options.purpose ?? null, turn: where?.turn ?? null, step: where?.step ?? null,
+        results: latestResults(options.messages ?? []),
+        tools: (options.tools ?? []).map((/** @type {any} */ t) => t.name),
+      }, options.signal)
+      yield* chunksOf(reply)
+    }
+  }
+  ctx.llm.registerAdapter(['mock'], new SidecarAdapter())
+
+  ctx.on('agent/pre-step', async (/** @type {any} */ payload, /** @type {() => Promise<any>} */ next) => {
+    const decision = await next()
+    if (decision.kind !== 'enter' || decision.messages.length === 0) return decision
+    await rpc.request('mock/pre-step', {
+      sessionId: String(payload.agent.id), turn: payload.turn, step: payload.step,
+      cwd: payload.agent.session?.header?.cwd ?? process.cwd(), texts: userTexts(decision.messages),
+    }, payload.signal)
+    return decision
+  }, { prepend: true })
+
+  ctx.on('agent/request', async (/** @type {any} */ payload, /** @type {() => Promise<any>} */ next) => {
+    const proposed = await next()
+    const sessionId = String(payload.agent.id)
+    const reply = await rpc.request('mock/route', {
+      sessionId, turn: payload.turn, step: payload.step, proposed: { provider: proposed.provider, model: proposed.model },
+    }, payload.signal)
+    current.set(sessionId, { turn: payload.turn, step: payload.step })
+    if (reply.route === null) return proposed
+    if (reply.route === 'proposed') return proposed
+    return reply.route
+  }, { prepend: true })
+}

@@ -1,0 +1,146 @@
+// @ts-check
+/**
+ * JSON-RPC 2.0 over a child's stdio, one message per line, both directions.
+ * Mechanics only: framing, ids, pending map, cancellation. No decisions.
+ */
+
+/** @typedef {{ code: number, message: string, data?: { code?: string } }} RpcErrorObject */
+/** @typedef {(params: any) => Promise<any>} Handler */
+
+export class SidecarUnavailable extends Error {
+  /** @param {string} message */
+  constructor(message) {
+    super(`SIDECAR_UNAVAILABLE: ${message}`)
+    this.name = 'SidecarUnavailable'
+    this.code = 'SIDECAR_UNAVAILABLE'
+  }
+}
+
+export class RemoteError extends Error {
+  /** @param {RpcErrorObject} error */
+  constructor(error) {
+    const code = error.data?.code ?? 'INTERNAL'
+    super(error.message.startsWith(`${code}:`) ? error.message : `${code}: ${error.message}`)
+    this.name = 'SidecarError'
+    this.code = code
+  }
+}
+
+export class Rpc {
+  /**
+   * @param {import('node:stream').Writable} output
+   * @param {import('node:stream').Readable} input
+   * @param {Record<string, Handler>} handlers requests and notifications the peer may send us
+   */
+  constructor(output, input, handlers = {}) {
+    this.output = output
+    this.handlers = handlers
+    /** @type {Map<number, {resolve: (v: any) => void, reject: (e: Error) => void}>} */
+    this.pending = new Map()
+    this.nextId = 1
+    /** @type {Error | undefined} */
+    this.dead = undefined
+    /** set once shutdown starts, so the exit that follows is not reported as a death */
+    this.closing = false
+    let buffer = ''
+    input.setEncoding('utf8')
+    input.on('data', (/** @type {string} */ chunk) => {
+      buffer += chunk
+      let newline
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline)
+        buffer = buffer.slice(newline + 1)
+        if (line.length > 0) this.receive(line)
+      }
+    })
+    output.on('error', (error) => this.fail(new SidecarUnavailable(`write failed: ${error.message}`)))
+  }
+
+  /** @param {string} line */
+  receive(line) {
+    let message
+    try {
+      message = JSON.parse(line)
+    } catch {
+      this.fail(new SidecarUnavailable('the sidecar wrote a line that is not JSON on the protocol stream'))
+      return
+    }
+    if (message.method !== undefined) {
+      this.dispatch(message)
+      return
+    }
+    const waiter = this.pending.get(message.id)
+    if (waiter === undefined) return
+    this.pending.delete(message.id)
+    if (message.error !== undefined) waiter.reject(new RemoteError(message.error))
+    else waiter.resolve(message.result)
+  }
+
+  /** @param {{id?: number, method: string, params?: any}} message */
+  async dispatch(message) {
+    const handler = this.handlers[message.method]
+    if (message.id === undefined) {
+      if (handler !== undefined) handler(message.params).catch(() => {})
+      return
+    }
+    try {
+      if (handler === undefined) throw Object.assign(new Error(`unknown method ${message.method}`), { rpcCode: -32601 })
+      const result = await handler(message.params)
+      this.write({ jsonrpc: '2.0', id: message.id, result: result ?? null })
+    } catch (error) {
+      const e = /** @type {any} */ (error)
+      this.write({ jsonrpc: '2.0', id: message.id, error: { code: e.rpcCode ?? -32000, message: String(e.message ?? e) } })
+    }
+  }
+
+  /** @param {object} message */
+  write(message) {
+    if (this.dead !== undefined) return
+    this.output.write(JSON.stringify(message) + '\n')
+  }
+
+  /**
+   * Send a request; an aborted `signal` sends `$/cancelRequest` and rejects.
+   * @param {string} method
+   * @param {object} params
+   * @param {AbortSignal} [signal]
+   * @returns {Promise<any>}
+   */
+  request(method, params, signal) {
+    if (this.dead !== undefined) return Promise.reject(this.dead)
+    const id = this.nextId++
+    return new Promise((resolve, reject) => {
+      /** @type {(() => void) | undefined} */
+      let onAbort
+      const settle = () => { if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort) }
+      this.pending.set(id, {
+        resolve: (value) => { settle(); resolve(value) },
+        reject: (error) => { settle(); reject(error) },
+      })
+      if (signal !== undefined) {
+        onAbort = () => {
+          if (!this.pending.has(id)) return
+          this.pending.delete(id)
+          this.write({ jsonrpc: '2.0', method: '$/cancelRequest', params: { id } })
+          reject(signal.reason ?? new Error('aborted'))
+        }
+        if (signal.aborted) { onAbort(); return }
+        signal.addEventListener('abort', onAbort, { once: true })
+      }
+      this.write({ jsonrpc: '2.0', id, method, params })
+    })
+  }
+
+  /** @param {string} method @param {object} params */
+  notify(method, params) {
+    this.write({ jsonrpc: '2.0', method, params })
+  }
+
+  /** Fail every pending and future call closed. @param {Error} error */
+  fail(error) {
+    if (this.dead !== undefined) return
+    this.dead = error
+    for (const waiter of this.pending.values()) waiter.reject(error)
+    this.pending.clear()
+  }
+}

@@ -1,0 +1,80 @@
+"""The one error tree of dsh-sidecar.
+
+Every failure a user can meet is a ``SidecarError`` subclass with a class-level ``code`` and
+``exit_code``. Messages are built from typed, structural fields only: tool names, call paths,
+ordinals, fingerprints, ``file:line``. Never raw arguments, results, secrets or absolute paths.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CanonicalJsonError",
+    "ConfigError",
+    "IncidentError",
+    "ProtocolError",
+    "SidecarError",
+    "SidecarUnavailable",
+]
+
+
+class SidecarError(Exception):
+    """Base of every named dsh-sidecar failure."""
+
+    code: str = "SIDECAR_ERROR"
+    exit_code: int = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def to_wire(self) -> dict[str, object]:
+        """Return the JSON-RPC error ``data`` for this failure."""
+        return {"code": self.code}
+
+
+class ConfigError(SidecarError):
+    """A plugin or CLI configuration value is invalid; names the field, never its value."""
+
+    code = "INVALID_CONFIG"
+    exit_code = 2
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class CanonicalJsonError(SidecarError):
+    """A value cannot be put in the strict canonical JSON profile."""
+
+    code = "NON_CANONICAL_JSON"
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(f"{reason} at {location}")
+        self.location = location
+        self.reason = reason
+
+
+class ProtocolError(SidecarError):
+    """The peer broke the JSON-RPC wire contract."""
+
+    code = "PROTOCOL_ERROR"
+
+
+class SidecarUnavailable(SidecarError):
+    """The sidecar process is gone; every call fails closed."""
+
+    code = "SIDECAR_UNAVAILABLE"
+
+
+class IncidentError(SidecarError):
+    """An unexpected internal failure; the traceback went to stderr under ``incident``."""
+
+    code = "INTERNAL"
+
+    def __init__(self, incident: str) -> None:
+        super().__init__(f"internal error, incident {incident} (traceback on stderr)")
+        self.incident = incident
