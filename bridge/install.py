@@ -19,10 +19,9 @@ from pathlib import Path
 from bridge.hostenv import HostEnv, HostError
 from node_shim import SHIM_DIR
 
-__all__ = ["HMR_BLOCK", "PACKAGE", "install_plugin", "pack_shim"]
+__all__ = ["HMR_BLOCK", "PACKAGE", "install_package", "install_plugin", "pack_package"]
 
 PACKAGE = "dsh-sidecar-shim"
-_FILES = ("package.json", "index.js", "rpc.js", "cordis.patch.yml", "README.md")
 _BEGIN = "# >>> dsh-sidecar: rc.8 hmr fix (managed by `dsh-sidecar install`)"
 _END = "# <<< dsh-sidecar"
 HMR_BLOCK = f"""{_BEGIN}
@@ -35,16 +34,20 @@ HMR_BLOCK = f"""{_BEGIN}
 """
 
 
-def pack_shim(out_dir: Path, python: list[str]) -> Path:
-    """Write the shim tarball (``package/`` layout, as ``pnpm pack`` makes) into ``out_dir``."""
-    members: dict[str, bytes] = {name: (SHIM_DIR / name).read_bytes() for name in _FILES}
-    members["install.json"] = (json.dumps({"python": python}, indent=2) + "\n").encode()
+def pack_package(src: Path, out_dir: Path, extra: dict[str, bytes] | None = None) -> Path:
+    """Pack the ``files`` of the package at ``src`` (plus ``extra``) as ``pnpm pack`` would.
+
+    The tarball name carries a content hash, so a changed package is a new dependency.
+    """
+    manifest = json.loads((src / "package.json").read_text())
+    names = ["package.json", *manifest.get("files", [])]
+    members = {name: (src / name).read_bytes() for name in names if (src / name).is_file()}
+    members.update(extra or {})
     digest = hashlib.sha256()
     for name in sorted(members):
         digest.update(name.encode() + b"\0" + members[name] + b"\0")
-    version = json.loads(members["package.json"])["version"]
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{PACKAGE}-{version}-{digest.hexdigest()[:12]}.tgz"
+    target = out_dir / f"{manifest['name']}-{manifest['version']}-{digest.hexdigest()[:12]}.tgz"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
@@ -57,12 +60,12 @@ def pack_shim(out_dir: Path, python: list[str]) -> Path:
     return target
 
 
-def _installed(profile_dir: Path) -> bool:
+def _installed(profile_dir: Path, package: str) -> bool:
     try:
         manifest = json.loads((profile_dir / "package.json").read_text())
     except (OSError, ValueError):
         return False
-    return PACKAGE in manifest.get("dependencies", {})
+    return package in manifest.get("dependencies", {})
 
 
 def _ensure_hmr_fix(patch_file: Path) -> None:
@@ -87,23 +90,36 @@ def _dsh(env: HostEnv, args: list[str], cwd: Path) -> None:
         raise HostError(f"`dsh {' '.join(args[:3])} ...` failed with exit {proc.returncode} (output above)")
 
 
-def install_plugin(env: HostEnv, profile: str, python: list[str] | None = None) -> Path:
-    """Pack the shim and install it into ``profile``; return the profile directory.
+def install_package(
+    env: HostEnv, profile: str, src: Path, extra: dict[str, bytes] | None = None
+) -> Path:
+    """Pack the package at ``src`` and install it with ``dsh plugin add``; return the profile dir.
 
-    Re-installing removes the previous version first (the rc.8 lockfile otherwise keeps
-    pointing at the old tarball). For the ``headless`` profile the rc.8 hmr fix is added to
-    the profile's own ``cordis.patch.yml`` inside a managed block, once.
+    Re-installing removes the previous version first: the rc.8 lockfile otherwise keeps
+    pointing at the old tarball.
     """
+    package = json.loads((src / "package.json").read_text())["name"]
     profile_dir = env.dsh_home / "profiles" / profile
     store = env.dsh_home / "dsh-sidecar"
-    old = sorted(store.glob(f"{PACKAGE}-*.tgz")) if store.exists() else []
-    tgz = pack_shim(store, python or [sys.executable])
-    if _installed(profile_dir):
-        _dsh(env, ["plugin", "--profile", profile, "remove", PACKAGE], env.dsh_home)
+    old = sorted(store.glob(f"{package}-*.tgz")) if store.exists() else []
+    tgz = pack_package(src, store, extra)
+    if _installed(profile_dir, package):
+        _dsh(env, ["plugin", "--profile", profile, "remove", package], env.dsh_home)
     _dsh(env, ["plugin", "--profile", profile, "add", str(tgz)], env.dsh_home)
     for stale in old:
         if stale != tgz:
             stale.unlink(missing_ok=True)
+    return profile_dir
+
+
+def install_plugin(env: HostEnv, profile: str, python: list[str] | None = None) -> Path:
+    """Install the shim into ``profile``, recording which Python its row starts.
+
+    For the ``headless`` profile the rc.8 hmr fix is added to the profile's own
+    ``cordis.patch.yml`` inside a managed block, once.
+    """
+    install_json = (json.dumps({"python": python or [sys.executable]}, indent=2) + "\n").encode()
+    profile_dir = install_package(env, profile, SHIM_DIR, {"install.json": install_json})
     if profile == "headless":
         _ensure_hmr_fix(profile_dir / "cordis.patch.yml")
     return profile_dir

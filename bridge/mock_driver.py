@@ -1,35 +1,164 @@
-"""The ``mock`` route's driver: per-session plans, per-turn routing, cancellation-aware waits."""
+"""The ``mock`` route's driver: per-turn plans, per-turn routing, cancellation-aware waits.
+
+The plan (``python_core.mock``) decides every response and wait; this driver only sleeps the
+waits, keeps which (session, turn) is a mock turn, and remembers the real route to restore
+on the next ordinary turn (rc.8's logged request header is sticky).
+"""
 
 from __future__ import annotations
 
-from bridge.protocol import LlmResponse, LlmStreamParams, PreStepParams, PreStepResult, RouteParams, RouteResult
+import sys
+from dataclasses import dataclass
+
+import anyio
+
+from bridge.protocol import (
+    LlmResponse,
+    LlmStreamParams,
+    PreStepParams,
+    PreStepResult,
+    Route,
+    RouteParams,
+    RouteResult,
+    ToolCallOut,
+)
 from bridge.trace import Trace
 from python_core.config import MockConfig
 from python_core.errors import SidecarError
+from python_core.mock import (
+    EmitFinal,
+    EmitToolCalls,
+    MockPlan,
+    MockSessions,
+    ObservedResult,
+    ReplayCommand,
+    auxiliary_answer,
+    load_source,
+    parse_command,
+    read_source,
+    reject_nested_tools,
+    resolve_replay_path,
+    source_name_for,
+)
 
-__all__ = ["MockDriver"]
+__all__ = ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT"]
+
+MOCK_ROUTE = Route(provider="mock", model="mock")
+ORDINARY_TURN_TEXT = "dsh-sidecar mock route: no /mock command in this turn"
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    tool: str
+    is_error: bool
+    code: str | None
 
 
 class MockDriver:
-    """Drive mock turns from ``/mock`` commands."""
+    """Drive mock turns started by ``/mock`` commands; one per sidecar connection."""
 
     def __init__(self, config: MockConfig, trace: Trace) -> None:
         self.config = config
         self.trace = trace
+        self.sessions = MockSessions()
+        self._mock_turn: dict[str, int] = {}
+        self._refused: dict[tuple[str, int], SidecarError] = {}
+        self._restore: dict[str, Route] = {}
+        self._outcomes: dict[str, _Outcome] = {}
+
+    def observe(self, call_id: str, tool: str, is_error: bool, code: str | None) -> None:
+        """Remember a final tool outcome (from ``tools/result``) for the plan's judgement."""
+        self._outcomes[call_id] = _Outcome(tool, is_error, code)
 
     def pre_step(self, params: PreStepParams) -> PreStepResult:
         """Start a mock turn when a ``/mock`` command enters the step."""
-        return PreStepResult(mock=False)
+        text = next((t for t in params.texts if t.lstrip().startswith("/mock")), None)
+        if text is None:
+            return PreStepResult(mock=False)
+        self._mock_turn[params.sessionId] = params.turn
+        try:
+            self.sessions.begin(self._plan(text, params))
+        except SidecarError as error:
+            sys.stderr.write(f"dsh-sidecar: {error}\n")
+            self._refused[(params.sessionId, params.turn)] = error
+        self.trace.write("mock/pre-step", session=params.sessionId, turn=params.turn, mock=True)
+        return PreStepResult(mock=True)
+
+    def _plan(self, text: str, params: PreStepParams) -> MockPlan:
+        command = parse_command(text)
+        overwrite = None
+        if isinstance(command, ReplayCommand):
+            path = resolve_replay_path(command.path, session_cwd=params.cwd)
+            name = source_name_for(command.path)
+            source_format, script = load_source(
+                read_source(path, source=name), source_name=name, preserve_timing=True
+            )
+            mode, overwrite = "replay", command.overwrite_wait_ms
+        else:
+            script, source_format, name, mode = command.script, "command", None, "run"
+        reject_nested_tools(script)
+        return MockPlan(
+            script,
+            session_id=params.sessionId,
+            turn_id=str(params.turn),
+            mode=mode,  # type: ignore[arg-type]
+            source_format=source_format,
+            overwrite_wait_ms=overwrite,
+            default_gap_ms=self.config.default_gap_ms,
+            source_name=name,
+        )
 
     def route(self, params: RouteParams) -> RouteResult:
-        """Route the mock turn to ``mock/mock``."""
+        """Route exactly the mock turn to ``mock/mock``; restore the real route afterwards."""
+        session = params.sessionId
+        if self._mock_turn.get(session) == params.turn:
+            if params.proposed.provider != MOCK_ROUTE.provider:
+                self._restore[session] = params.proposed
+            return RouteResult(route=MOCK_ROUTE)
+        restore = self._restore.get(session)
+        if restore is not None and params.proposed.provider == MOCK_ROUTE.provider:
+            return RouteResult(route=restore)
         return RouteResult(route=None)
 
     async def stream(self, params: LlmStreamParams) -> LlmResponse:
-        """Answer one request to the mock route."""
-        self.trace.write("llm/stream", session=params.sessionId, turn=params.turn, step=params.step)
-        return LlmResponse(kind="text", text="dsh-sidecar mock route: no /mock command in this turn")
+        """Answer one request to the mock route, sleeping the plan's wait first."""
+        self.trace.write(
+            "llm/stream", session=params.sessionId, turn=params.turn, step=params.step,
+            purpose=params.purpose,
+        )
+        if params.purpose is not None:
+            return LlmResponse(kind="text", text=auxiliary_answer(params.purpose))
+        key = (params.sessionId, params.turn if params.turn is not None else -1)
+        refused = self._refused.pop(key, None)
+        if refused is not None:
+            raise refused
+        plan = self.sessions.lookup(params.sessionId, str(key[1]))
+        if plan is None:
+            return LlmResponse(kind="text", text=ORDINARY_TURN_TEXT)
+        observed = [self._observed(params.sessionId, r.callId, r.tool, r.isError) for r in params.results]
+        try:
+            action = plan.next_response(observed)
+            if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
+                await anyio.sleep(action.wait_ms / 1000)
+        except anyio.get_cancelled_exc_class():
+            plan.cancel()
+            self.sessions.finish(plan.session_id, plan.turn_id)
+            raise
+        if isinstance(action, EmitToolCalls):
+            calls = [ToolCallOut(id=c.call_id, name=c.name, arguments=c.arguments_json) for c in action.calls]
+            return LlmResponse(kind="tool-calls", calls=calls)
+        self.sessions.finish(plan.session_id, plan.turn_id)
+        if isinstance(action, EmitFinal):
+            return LlmResponse(kind="text", text=action.text)
+        sys.stderr.write(f"dsh-sidecar: {action.error}\n")
+        raise action.error
+
+    def _observed(self, session: str, call_id: str, tool: str, is_error: bool) -> ObservedResult:
+        outcome = self._outcomes.pop(call_id, None)
+        code = outcome.code if outcome is not None else None
+        return ObservedResult(call_id=call_id, tool=tool, is_error=is_error, error_code=code, session_id=session)
 
     def close(self) -> list[SidecarError]:
-        """Drop every plan."""
+        """Drop every plan (idempotent); nothing here fails the run."""
+        self.sessions.dispose_all()
         return []

@@ -116,6 +116,7 @@ class ResultParams(_Closed):
     handle: str
     path: str | None
     tool: str
+    callId: str
     result: Any
 
 
@@ -123,8 +124,8 @@ class SeenResult(_Closed):
     """One tool result the model sees in a request, by the call id the sidecar minted."""
 
     callId: str
+    tool: str
     isError: bool
-    text: str
 
 
 class LlmStreamParams(_Closed):

@@ -86,12 +86,13 @@ class Sidecar:
         self.trace = Trace(config.trace)
         self.trace.write("initialize", host=params.host)
         hooks: list[str] = []
-        if config.tool_cassette is not None or config.trace is not None:
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace)
-            hooks.append("tools")
         if config.mock.enabled:
             self.mock = MockDriver(config.mock, self.trace)
             hooks.append("llm")
+        # The mock plan judges results by their error codes, which only tools/result carries.
+        if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
+            hooks.append("tools")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=_sidecar_version()  # type: ignore[arg-type]
         )

@@ -188,7 +188,7 @@ function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
 
   ctx.on('tools/result', (/** @type {any} */ exec, /** @type {any} */ result) => {
     rpc.notify('tools/result', {
-      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result: plain(result),
+      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result: plain(result),
     })
   })
 }
@@ -215,19 +215,17 @@ function* chunksOf(response) {
   yield { type: 'finish', reason: { kind: 'stop' } }
 }
 
-/** Tool results the model sees since its last message: the call ids Python minted. @param {any[]} messages */
+/** Tool results the model sees since its last message, named by that message's calls. @param {any[]} messages */
 function latestResults(messages) {
   const out = []
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i]
-    if (message.role === 'assistant') break
-    for (const block of message.content ?? []) {
-      if (block.type !== 'tool-result') continue
-      const text = (block.content ?? []).filter((/** @type {any} */ b) => b.type === 'text').map((/** @type {any} */ b) => b.text).join('')
-      out.unshift({ callId: String(block.toolCallId), isError: block.isError === true, text })
+  let i = messages.length - 1
+  for (; i >= 0 && messages[i].role !== 'assistant'; i--) {
+    for (const block of messages[i].content ?? []) {
+      if (block.type === 'tool-result') out.unshift({ callId: String(block.toolCallId), isError: block.isError === true })
     }
   }
-  return out
+  const names = new Map((messages[i]?.content ?? []).filter((/** @type {any} */ b) => b.type === 'tool-call').map((/** @type {any} */ b) => [String(b.id), b.name]))
+  return out.map((r) => ({ ...r, tool: names.get(r.callId) ?? '' }))
 }
 
 /** Text of the user messages entering a step. @param {any[]} messages */

@@ -1,0 +1,88 @@
+"""The plugin row's config, parsed once at ``initialize`` into a frozen value.
+
+Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
+``trace``. Each feature section is parsed by its own package; an unknown key anywhere is a
+``ConfigError`` naming the field, so a typo fails the DSH boot instead of being ignored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from python_core.errors import ConfigError
+from python_core.tool_cassette.config import ToolCassetteConfig
+from python_core.tool_cassette.config import parse_config as parse_tool_cassette
+
+__all__ = ["MockConfig", "SidecarConfig", "parse_sidecar_config"]
+
+_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "trace")
+
+
+@dataclass(frozen=True)
+class MockConfig:
+    """The ``mock`` section: the ``mock`` model route and its default gap between steps."""
+
+    enabled: bool = True
+    default_gap_ms: int = 100
+
+
+@dataclass(frozen=True)
+class SidecarConfig:
+    """Everything the sidecar was configured with, resolved against the DSH cwd."""
+
+    cwd: str
+    tool_cassette: ToolCassetteConfig | None = None
+    mock: MockConfig = MockConfig()
+    subagent_cassette: Mapping[str, Any] | None = None
+    trace: str | None = None
+
+
+def _parse_mock(raw: object) -> MockConfig:
+    if raw is None:
+        return MockConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError("mock", "must be an object")
+    for key in raw:
+        if key not in ("enabled", "defaultGapMs"):
+            raise ConfigError(f"mock.{key}", "unknown key")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError("mock.enabled", "must be true or false")
+    gap = raw.get("defaultGapMs", 100)
+    if not isinstance(gap, int) or isinstance(gap, bool) or not 0 <= gap <= 3_600_000:
+        raise ConfigError("mock.defaultGapMs", "must be an integer from 0 to 3600000")
+    return MockConfig(enabled=enabled, default_gap_ms=gap)
+
+
+def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
+    """Parse the row config sent at ``initialize``.
+
+    Raises:
+        ConfigError: an unknown key or an invalid value; the message names the field only.
+    """
+    for key in raw:
+        if key not in _TOP_LEVEL:
+            raise ConfigError(key, "unknown key (expected one of: " + ", ".join(_TOP_LEVEL) + ")")
+    python = raw.get("python")
+    # schemastery fills an absent array with []: that means "the installing interpreter".
+    if python is not None and (
+        not isinstance(python, list) or not all(isinstance(p, str) and p for p in python)
+    ):
+        raise ConfigError("python", "must be a list of non-empty strings")
+    tool_cassette = raw.get("toolCassette")
+    trace = raw.get("trace")
+    if trace is not None and (not isinstance(trace, str) or not trace):
+        raise ConfigError("trace", "must be a non-empty path")
+    subagent = raw.get("subagentCassette")
+    if subagent is not None and not isinstance(subagent, dict):
+        raise ConfigError("subagentCassette", "must be an object")
+    return SidecarConfig(
+        cwd=cwd,
+        tool_cassette=None if tool_cassette is None else parse_tool_cassette(tool_cassette, cwd=cwd),
+        mock=_parse_mock(raw.get("mock")),
+        subagent_cassette=subagent,
+        trace=None if trace is None else os.path.join(cwd, trace),
+    )
