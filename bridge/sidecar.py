@@ -6,6 +6,7 @@ session and the mock driver, and turns their decisions into wire payloads.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -84,7 +85,7 @@ class Sidecar:
         config = parse_sidecar_config(params.config, cwd=params.cwd)
         self.config = config
         self.trace = Trace(config.trace)
-        self.trace.write("initialize", host=params.host)
+        self.trace.write("initialize", host=params.host, pid=os.getpid(), bridge=os.path.dirname(__file__))
         hooks: list[str] = []
         if config.mock.enabled:
             self.mock = MockDriver(config.mock, self.trace)

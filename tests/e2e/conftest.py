@@ -1,0 +1,47 @@
+"""Fixtures for end-to-end tests against the real DSH 0.1.0-rc.8 host, headless.
+
+``scripts/test`` bootstraps ``.host`` (Node, pnpm, dsh with the hmr fix) and installs the shim
+and the example tools plugin into the headless profile with ``dsh plugin add``; these fixtures
+only write a per-test ``--patch`` layer enabling the rows and run ``dsh`` in a fresh cwd.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dshrun import DSH, DSH_HOME, Dsh
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _host_ready() -> None:
+    if not (DSH.exists() and (DSH_HOME / "profiles/headless/node_modules/dsh-sidecar-shim").is_dir()):
+        pytest.fail("the DSH host is not set up: run scripts/test (it bootstraps .host)")
+
+
+@pytest.fixture
+def make_dsh(tmp_path: Path) -> Callable[..., Dsh]:
+    """Factory: a ``Dsh`` runner in a fresh working directory."""
+    counter = iter(range(1000))
+
+    def make(**kwargs: Any) -> Dsh:
+        cwd = tmp_path / f"work{next(counter)}"
+        cwd.mkdir()
+        return Dsh(cwd=cwd, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def dsh(make_dsh: Callable[..., Dsh]) -> Dsh:
+    """A default runner: sidecar row (trace on) and example tools enabled."""
+    return make_dsh()

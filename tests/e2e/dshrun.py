@@ -1,0 +1,140 @@
+"""The headless DSH runner the end-to-end tests share (imported by ``conftest.py`` and tests).
+
+``scripts/test`` bootstraps ``.host`` (Node, pnpm, dsh with the hmr fix) and installs the shim
+and the example tools plugin into the headless profile with ``dsh plugin add``; these fixtures
+only write a per-test ``--patch`` layer enabling the rows, and run ``dsh`` in a fresh cwd.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = ROOT / ".host"
+DSH = HOST / "bin" / "dsh"
+DSH_HOME = HOST / "home"
+
+
+def read_session(path: Path) -> list[dict[str, Any]]:
+    """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
+    data = path.read_bytes()
+    if path.suffix == ".zstd":
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+        data = reader.read()
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+@dataclass
+class Run:
+    """One finished headless run."""
+
+    rc: int
+    stdout: str
+    stderr: str
+    cwd: Path
+    trace_path: Path
+    elapsed: float
+
+    @property
+    def trace(self) -> list[dict[str, Any]]:
+        """The sidecar's structural trace lines."""
+        if not self.trace_path.exists():
+            return []
+        return [json.loads(line) for line in self.trace_path.read_text().splitlines() if line]
+
+    def sessions(self) -> list[list[dict[str, Any]]]:
+        """Every session log written for this run's cwd, oldest first."""
+        logs = []
+        for path in DSH_HOME.glob("sessions/*/session-*/session.jsonl*"):
+            events = read_session(path)
+            if events and events[0].get("cwd") == str(self.cwd):
+                logs.append((events[0].get("createdAt", 0), events))
+        return [events for _, events in sorted(logs, key=lambda item: item[0])]
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """Events of one type across this cwd's sessions."""
+        return [e for log in self.sessions() for e in log if e.get("type") == kind]
+
+    def bodies(self) -> list[str]:
+        """Tool names whose real bodies ran (one line per run body)."""
+        log = self.cwd / "tool-bodies.log"
+        return log.read_text().split() if log.exists() else []
+
+
+@dataclass
+class Dsh:
+    """Runs ``dsh --profile headless`` with the sidecar and example tools rows enabled."""
+
+    cwd: Path
+    sidecar: dict[str, Any] = field(default_factory=dict)
+    tools: dict[str, Any] = field(default_factory=dict)
+    extra_patch: str = ""
+    sidecar_enabled: bool = True
+
+    def patch_file(self) -> Path:
+        """Write this run's ``--patch`` layer (JSON is YAML flow syntax)."""
+        config = {"trace": "sidecar-trace.jsonl", **self.sidecar}
+        rows = [
+            {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": self.tools},
+        ]
+        if self.sidecar_enabled:
+            rows.append({"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": config})
+        text = "".join(f"- {json.dumps(row)}\n" for row in rows) + self.extra_patch
+        path = self.cwd / ".dsh-test.patch.yml"
+        path.write_text(text)
+        return path
+
+    def argv(self, task: str) -> list[str]:
+        """The command line for ``task``."""
+        return [str(DSH), "--profile", "headless", "--patch", str(self.patch_file()), task]
+
+    def environ(self) -> dict[str, str]:
+        """The environment of a run: the project host, telemetry off, no keys."""
+        env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
+        env.update(DSH_HOME=str(DSH_HOME), DSH_TELEMETRY_DISABLED="1")
+        env["PATH"] = f"{HOST / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        return env
+
+    def run(self, task: str, timeout: float = 90) -> Run:
+        """Run ``task`` headless to completion."""
+        start = time.monotonic()
+        proc = subprocess.run(
+            self.argv(task), cwd=self.cwd, env=self.environ(), capture_output=True, text=True,
+            timeout=timeout,
+        )
+        return Run(
+            proc.returncode, proc.stdout, proc.stderr, self.cwd, self.cwd / "sidecar-trace.jsonl",
+            time.monotonic() - start,
+        )
+
+    def start(self, task: str) -> subprocess.Popen[str]:
+        """Start ``task`` headless in the background."""
+        return subprocess.Popen(
+            self.argv(task), cwd=self.cwd, env=self.environ(), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+
+    def finished(self, proc: subprocess.Popen[str], timeout: float = 90) -> Run:
+        """Wait for a started run."""
+        stdout, stderr = proc.communicate(timeout=timeout)
+        return Run(proc.returncode, stdout, stderr, self.cwd, self.cwd / "sidecar-trace.jsonl", 0.0)
+
+
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    """Wait until ``predicate()`` holds, polling a file-backed condition (never a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached before the timeout")
+        time.sleep(0.02)
