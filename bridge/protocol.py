@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from python_core.tool_cassette.engine import ToolResult
+
 __all__ = [
     "METHODS",
     "NODE_TO_PY",
@@ -68,10 +70,11 @@ class ShutdownParams(_Closed):
 
 
 class ShutdownResult(_Closed):
-    """Exit status for the DSH process and the structural errors to print on stderr."""
+    """Exit status for the DSH process, the structural errors and the summary notes to print."""
 
     exitCode: int
     errors: list[str]
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 class ExecuteParams(_Closed):
@@ -85,11 +88,16 @@ class ExecuteParams(_Closed):
 
 
 class ExecuteDecision(_Closed):
-    """``next``: run the real body; ``serve``: return ``result`` without it; ``refuse``: fail closed."""
+    """``next``: run the real body; ``serve``: return ``result`` without it; ``refuse``: fail closed.
+
+    On ``serve`` the shim defers ``deferContexts`` first, and returns ``cancellation`` instead
+    of ``result`` when the caller's signal is already aborted.
+    """
 
     action: Literal["next", "serve", "refuse"]
-    result: Any = None
-    deferContexts: list[Any] = msgspec.field(default_factory=list)
+    result: msgspec.Raw | None = None
+    deferContexts: msgspec.Raw | None = None
+    cancellation: msgspec.Raw | None = None
     code: str = ""
     message: str = ""
 
@@ -100,7 +108,7 @@ class PostExecuteParams(_Closed):
     handle: str
     path: str | None
     tool: str
-    result: Any
+    result: ToolResult
 
 
 class PostExecuteDecision(_Closed):
@@ -117,7 +125,7 @@ class ResultParams(_Closed):
     path: str | None
     tool: str
     callId: str
-    result: Any
+    result: ToolResult
 
 
 class SeenResult(_Closed):

@@ -82,17 +82,20 @@ class Server:
         self._scopes: dict[int | str, anyio.CancelScope] = {}
         self._pending: dict[int | str, _Waiter] = {}
         self._outbox: MemoryObjectSendStream[bytes] | None = None
+        self._reading = True
 
     async def call(self, method: str, params: Any) -> msgspec.Raw:
         """Send a request to the peer and wait for its answer.
 
         Raises:
-            PeerError: the peer answered with an error object.
+            PeerError: the peer answered with an error object, or closed its end first.
         """
         if self._outbox is None:
             raise anyio.ClosedResourceError
+        if not self._reading:
+            raise PeerError(_closed_before(method))
         id_, send = self.conn.request(method, params)
-        waiter = _Waiter()
+        waiter = _Waiter(method)
         self._pending[id_] = waiter
         try:
             await self._outbox.send(send.data)
@@ -113,14 +116,25 @@ class Server:
             self._outbox = outbox
             async with outbox:
                 await self._read_lines(BufferedByteReceiveStream(receive), outbox, tg)
+                # No answer can arrive any more: fail our pending calls instead of hanging the
+                # handlers that wait on them (and, through their outbox clones, serve itself).
+                self._reading = False
+                for waiter in self._pending.values():
+                    waiter.error = {"code": SERVER_ERROR, "message": _closed_before(waiter.method)}
+                    waiter.done.set()
 
     async def _write_lines(self, inbox: Any, send: ByteSendStream) -> None:
+        # After the peer stops reading, keep draining (and dropping) so that the reader and
+        # the handlers never block or crash on a full or closed outbox.
+        broken = False
         async with inbox:
             async for data in inbox:
+                if broken:
+                    continue
                 try:
                     await send.send(data)
                 except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    return
+                    broken = True
 
     async def _read_lines(
         self, stream: BufferedByteReceiveStream, outbox: MemoryObjectSendStream[bytes], tg: TaskGroup
@@ -190,10 +204,15 @@ class PeerError(SidecarError):
 
 
 class _Waiter:
-    def __init__(self) -> None:
+    def __init__(self, method: str) -> None:
+        self.method = method
         self.done = anyio.Event()
         self.result: msgspec.Raw = msgspec.Raw(b"null")
         self.error: dict[str, Any] | None = None
+
+
+def _closed_before(method: str) -> str:
+    return f"the peer closed its end before answering {method}"
 
 
 def _data(data: Any) -> Any:

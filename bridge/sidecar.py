@@ -101,14 +101,18 @@ class Sidecar:
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
+        notes: list[str] = []
         if self.tools is not None:
-            errors.extend(self.tools.close())
+            tool_errors, notes = self.tools.close()
+            errors.extend(tool_errors)
         if self.mock is not None:
             errors.extend(self.mock.close())
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         exit_code = max((e.exit_code for e in errors), default=0)
-        return ShutdownResult(exitCode=min(exit_code, 1) if errors else 0, errors=[str(e) for e in errors])
+        return ShutdownResult(
+            exitCode=min(exit_code, 1) if errors else 0, errors=[str(e) for e in errors], notes=notes
+        )
 
     def _tool_hooks(self) -> ToolHooks:
         if self.tools is None:

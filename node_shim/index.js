@@ -105,10 +105,10 @@ export async function apply(ctx, config) {
     reply = started.reply
     return async () => {
       const sidecar = started.rpc
-      let status = { exitCode: 0, errors: [] }
+      let status = { exitCode: 0, errors: [], notes: [] }
       if (sidecar.dead === undefined) {
         try { status = await sidecar.request('shutdown', {}) } catch (error) {
-          status = { exitCode: 1, errors: [/** @type {Error} */ (error).message] }
+          status = { exitCode: 1, errors: [/** @type {Error} */ (error).message], notes: [] }
         }
       }
       sidecar.closing = true
@@ -116,7 +116,7 @@ export async function apply(ctx, config) {
       const timer = setTimeout(() => started.child.kill('SIGKILL'), 10_000)
       await started.exited
       clearTimeout(timer)
-      for (const line of status.errors) process.stderr.write(`dsh-sidecar: ${line}\n`)
+      for (const line of [...status.notes ?? [], ...status.errors]) process.stderr.write(`dsh-sidecar: ${line}\n`)
       if (status.exitCode !== 0) {
         process.once('exit', () => { process.exitCode = Math.max(Number(process.exitCode ?? 0), status.exitCode) })
       }
@@ -169,7 +169,7 @@ function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
       if (decision.action === 'next') return next()
       if (decision.action === 'refuse') return failure(decision.code, decision.message)
       for (const context of decision.deferContexts ?? []) exec.deferContext(context)
-      return decision.result
+      return exec.signal.aborted && decision.cancellation ? decision.cancellation : decision.result
     })
   }, { prepend: true })
 
