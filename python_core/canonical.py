@@ -1,7 +1,9 @@
 """Strict canonical JSON: the one encoding behind every hash and fingerprint.
 
-Profile: object keys sorted by code point, arrays kept in order, UTF-8, no insignificant
-whitespace, numbers as ECMAScript prints them (so Node and Python agree: ``1.0`` is ``1``).
+Profile (RFC 8785 JCS): object keys sorted by UTF-16 code units (as JavaScript sorts them, so
+Node and Python agree; it differs from code-point order only for keys mixing characters above
+U+FFFF with U+E000..U+FFFF), arrays kept in order, UTF-8, no insignificant whitespace, numbers
+as ECMAScript prints them (``1.0`` is ``1``).
 Rejected with ``CanonicalJsonError`` naming a JSON-pointer location: duplicate keys at any depth,
 ``NaN``/``Infinity``, ``-0``, integers outside +-(2**53 - 1), and values that are not JSON.
 """
@@ -30,7 +32,8 @@ __all__ = [
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
-_ENCODER = msgspec.json.Encoder(order="sorted")
+# Key order is decided by ``_prepare``; the encoder keeps insertion order.
+_ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder()
 
 
@@ -70,9 +73,24 @@ def _js_number(value: float) -> str:
     return ("-" if negative else "") + out
 
 
+def _utf16(key: str) -> bytes:
+    return key.encode("utf-16-be", "surrogatepass")
+
+
+def _sorted_keys(mapping: Mapping[str, Any]) -> list[str]:
+    keys = list(mapping)
+    if all(key.isascii() for key in keys):
+        return sorted(keys)
+    return sorted(keys, key=_utf16)
+
+
 def _prepare(value: Any, path: list[str | int]) -> Any:
     """Validate ``value`` and replace floats by their canonical raw text."""
-    if value is None or value is True or value is False or isinstance(value, str):
+    if value is None or value is True or value is False:
+        return value
+    if isinstance(value, str):
+        if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise CanonicalJsonError(pointer(path) or "/", "lone surrogate in a string")
         return value
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
@@ -87,12 +105,12 @@ def _prepare(value: Any, path: list[str | int]) -> Any:
             return int(value)
         return msgspec.Raw(_js_number(value).encode())
     if isinstance(value, Mapping):
+        if not all(isinstance(key, str) for key in value):
+            raise CanonicalJsonError(pointer(path) or "/", "object key is not a string")
         out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CanonicalJsonError(pointer(path) or "/", "object key is not a string")
+        for key in _sorted_keys(value):
             path.append(key)
-            out[key] = _prepare(item, path)
+            out[key] = _prepare(value[key], path)
             path.pop()
         return out
     if isinstance(value, list | tuple):
@@ -111,7 +129,10 @@ def canonical_bytes(value: Any) -> bytes:
     Raises:
         CanonicalJsonError: the value has no canonical form (location in the message).
     """
-    return _ENCODER.encode(_prepare(value, []))
+    try:
+        return _ENCODER.encode(_prepare(value, []))
+    except RecursionError:
+        raise CanonicalJsonError("/", "nesting too deep") from None
 
 
 def digest_bytes(data: bytes) -> str:
@@ -132,7 +153,8 @@ class _Strict:
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
-                raise CanonicalJsonError(f"key {json.dumps(key)[:40]}", "duplicate object key")
+                # The key itself may be data: name no key, only the rule.
+                raise CanonicalJsonError("an object", "duplicate object key")
             out[key] = value
         return out
 
@@ -175,7 +197,9 @@ def loads_strict(data: bytes | str) -> Any:
         )
     except CanonicalJsonError:
         raise
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise CanonicalJsonError("/", "nesting too deep") from None
+    except ValueError as exc:
         position = getattr(exc, "pos", None)
         where = f"byte {position}" if position is not None else "/"
         raise CanonicalJsonError(where, "not valid JSON") from None

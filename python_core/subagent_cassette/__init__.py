@@ -1,0 +1,32 @@
+"""Subagent cassette: record and replay DSH rc.8 one-shot subagent runs at ``provider.start()``.
+
+Layers import downward: ``cli`` -> ``engine``/``diff`` -> ``store`` -> ``identity``/``redact``
+-> ``format`` -> ``python_core.canonical``.
+"""
+
+from python_core.subagent_cassette.config import CassetteConfig, parse_config
+from python_core.subagent_cassette.engine import (
+    CallHandle,
+    CloseReport,
+    Forward,
+    Miss,
+    Replay,
+    RunOutcome,
+    SubagentCassette,
+    UpstreamFacts,
+)
+from python_core.subagent_cassette.identity import StartRequest
+
+__all__ = [
+    "CallHandle",
+    "CassetteConfig",
+    "CloseReport",
+    "Forward",
+    "Miss",
+    "Replay",
+    "RunOutcome",
+    "StartRequest",
+    "SubagentCassette",
+    "UpstreamFacts",
+    "parse_config",
+]

@@ -1,0 +1,246 @@
+"""Cassette files on disk: the writer lock, write modes, durable appends, verify and load.
+
+Rule: this is the only module of the package that touches the filesystem. A writer holds an
+exclusive ``<file>.writer.lock`` directory (with its own ``<uuid>.owner`` marker) from before it
+inspects the target until it closes; a second writer fails at once and a leftover lock is never
+broken automatically. Every line written is flushed and ``fsync``-ed before the call returns.
+Names in errors are file names without directories.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from python_core.subagent_cassette.errors import (
+    CassetteExists,
+    CassetteLocked,
+    CassetteNotFound,
+    CassetteReadError,
+    CassetteStateError,
+)
+from python_core.subagent_cassette.format import Cassette, CassetteParser
+
+__all__ = ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"]
+
+WriteMode = Literal["create", "truncate", "append"]
+
+
+def display_name(path: str | os.PathLike[str]) -> str:
+    """Return the name used in messages: the file name, never its directory."""
+    return Path(path).name or "cassette"
+
+
+def _reason(exc: OSError) -> str:
+    """Describe an OS failure without its path."""
+    return exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+
+
+def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
+    """Stream ``path`` through the parser."""
+    name = display_name(path)
+    parser = CassetteParser(name, expected_target=expected_target, keep=keep)
+    try:
+        with path.open("rb") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                parser.feed(line, lineno)
+    except FileNotFoundError:
+        raise CassetteNotFound(name) from None
+    except IsADirectoryError:
+        raise CassetteReadError(name, "is a directory") from None
+    except OSError as exc:
+        raise CassetteReadError(name, _reason(exc)) from None
+    return parser.finish()
+
+
+def load(path: str | os.PathLike[str], *, expected_target: str | None = None) -> Cassette:
+    """Read and fully validate a cassette, keeping its interactions.
+
+    Raises:
+        CassetteNotFound, CassetteReadError: the file cannot be read.
+        CassetteFormatError, TargetMismatch: the document is invalid.
+    """
+    return _parse(Path(path), expected_target, keep=True)
+
+
+def verify_file(path: str | os.PathLike[str], *, expected_target: str | None = None) -> Cassette:
+    """Validate a cassette without keeping its interactions (constant memory per record).
+
+    Raises:
+        CassetteNotFound, CassetteReadError: the file cannot be read.
+        CassetteFormatError, TargetMismatch: the document is invalid.
+    """
+    return _parse(Path(path), expected_target, keep=False)
+
+
+class WriterLock:
+    """The exclusive ``<file>.writer.lock`` directory and this writer's owner marker."""
+
+    def __init__(self, path: Path, owner: str) -> None:
+        """Prepare (not acquire) the lock of cassette ``path`` for owner id ``owner``."""
+        self.directory = path.with_name(path.name + ".writer.lock")
+        self.marker = self.directory / f"{owner}.owner"
+        self._name = display_name(path)
+        self.held = False
+
+    def acquire(self) -> None:
+        """Create the lock directory and marker, failing at once if it exists.
+
+        Raises:
+            CassetteLocked: another writer holds (or a crashed writer left) the lock.
+            CassetteReadError: the directory cannot be created.
+        """
+        try:
+            self.directory.mkdir()
+        except FileExistsError:
+            raise CassetteLocked(self._name) from None
+        except OSError as exc:
+            raise CassetteReadError(self._name, _reason(exc)) from None
+        try:
+            self.marker.write_text(f"pid {os.getpid()}\n", encoding="utf-8")
+        except OSError as exc:
+            self.directory.rmdir()
+            raise CassetteReadError(self._name, _reason(exc)) from None
+        self.held = True
+
+    def release(self) -> None:
+        """Remove only this writer's marker, then the directory if nothing else is in it."""
+        if not self.held:
+            return
+        self.held = False
+        self.marker.unlink(missing_ok=True)
+        try:
+            self.directory.rmdir()
+        except OSError:
+            # Unknown files inside: never delete what this writer did not create.
+            pass
+
+
+class CassetteWriter:
+    """Owns one cassette file for recording; created by ``open``, ended by ``close``."""
+
+    def __init__(self, path: Path, mode: WriteMode, lock: WriterLock) -> None:
+        """Use ``CassetteWriter.open``; this only stores its arguments."""
+        self.path = path
+        self.mode = mode
+        self.name = display_name(path)
+        self.existing: Cassette | None = None
+        self._lock = lock
+        self._file: BinaryIO | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        mode: WriteMode,
+        *,
+        owner: str,
+        expected_target: str,
+    ) -> CassetteWriter:
+        """Take the writer lock, then inspect the target for ``mode``.
+
+        ``create`` fails if the file exists; ``append`` loads and verifies it (``existing``);
+        ``truncate`` inspects nothing. No file is created until ``start``.
+
+        Raises:
+            CassetteLocked: another writer holds the lock (nothing else is touched).
+            CassetteExists: ``create`` and the file exists.
+            CassetteFormatError, TargetMismatch: ``append`` found an invalid document.
+        """
+        target = Path(path)
+        lock = WriterLock(target, owner)
+        lock.acquire()
+        writer = cls(target, mode, lock)
+        try:
+            if mode == "create" and target.exists():
+                raise CassetteExists(writer.name)
+            if mode == "append" and target.exists():
+                writer.existing = load(target, expected_target=expected_target)
+        except BaseException:
+            lock.release()
+            raise
+        return writer
+
+    @property
+    def started(self) -> bool:
+        """Tell whether the file has been opened for writing."""
+        return self._file is not None
+
+    def start(self, header_line: bytes | None) -> None:
+        """Open the file: write and sync ``header_line`` or continue the existing document.
+
+        Raises:
+            CassetteExists: ``create`` lost a race with a writer that ignores the lock.
+            CassetteReadError: the file cannot be opened or written.
+            CassetteStateError: already started or closed.
+        """
+        if self._file is not None or self._closed:
+            raise CassetteStateError("start", "the writer is already started or closed")
+        try:
+            if self.existing is not None:
+                handle = self.path.open("r+b")
+                handle.seek(0, os.SEEK_END)
+                if handle.tell() > 0:
+                    handle.seek(-1, os.SEEK_END)
+                    if handle.read(1) != b"\n":
+                        handle.write(b"\n")
+                self._file = handle
+                self._sync()
+                return
+            if header_line is None:
+                raise CassetteStateError("start", "a new cassette needs a header")
+            self._file = self.path.open("xb" if self.mode == "create" else "wb")
+            self._file.write(header_line)
+            self._sync()
+            self._sync_directory()
+        except FileExistsError:
+            raise CassetteExists(self.name) from None
+        except OSError as exc:
+            raise CassetteReadError(self.name, _reason(exc)) from None
+
+    def _sync(self) -> None:
+        assert self._file is not None
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def _sync_directory(self) -> None:
+        """Make the new directory entry durable (POSIX only)."""
+        if os.name != "posix":
+            return
+        fd = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def append(self, line: bytes) -> None:
+        """Write one complete record line and ``fsync`` it before returning.
+
+        Raises:
+            CassetteStateError: the writer is not started.
+            CassetteReadError: the write or sync failed.
+        """
+        if self._file is None:
+            raise CassetteStateError("append", "the writer is not started")
+        try:
+            self._file.write(line)
+            self._sync()
+        except OSError as exc:
+            raise CassetteReadError(self.name, _reason(exc)) from None
+
+    def close(self) -> None:
+        """Sync and close the file (if started) and release the lock; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._file is not None:
+                try:
+                    self._sync()
+                finally:
+                    self._file.close()
+        finally:
+            self._lock.release()
