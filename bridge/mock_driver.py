@@ -14,6 +14,8 @@ import anyio
 
 from bridge.protocol import (
     LlmResponse,
+    MockCommandParams,
+    MockCommandResult,
     LlmStreamParams,
     PreStepParams,
     PreStepResult,
@@ -34,6 +36,8 @@ from python_core.mock import (
     ReplayCommand,
     auxiliary_answer,
     load_source,
+    RunCommand,
+    parse_arguments,
     parse_command,
     read_source,
     reject_nested_tools,
@@ -70,19 +74,28 @@ class MockDriver:
         """Remember a final tool outcome (from ``tools/result``) for the plan's judgement."""
         self._outcomes[call_id] = _Outcome(tool, is_error, code)
 
+    def command(self, params: MockCommandParams) -> MockCommandResult:
+        """Check a slash command's grammar; the shim then queues it as a followup turn."""
+        command = parse_arguments(params.rawInput)
+        if isinstance(command, RunCommand):
+            return MockCommandResult(text="mock turn queued (run, 1 step)")
+        return MockCommandResult(text="mock turn queued (replay)")
+
     def pre_step(self, params: PreStepParams) -> PreStepResult:
         """Start a mock turn when a ``/mock`` command enters the step."""
         text = next((t for t in params.texts if t.lstrip().startswith("/mock")), None)
         if text is None:
             return PreStepResult(mock=False)
         self._mock_turn[params.sessionId] = params.turn
+        status = None
         try:
-            self.sessions.begin(self._plan(text, params))
+            plan = self.sessions.begin(self._plan(text, params))
+            status = plan.status()
         except SidecarError as error:
             sys.stderr.write(f"dsh-sidecar: {error}\n")
             self._refused[(params.sessionId, params.turn)] = error
         self.trace.write("mock/pre-step", session=params.sessionId, turn=params.turn, mock=True)
-        return PreStepResult(mock=True)
+        return PreStepResult(mock=True, status=status)
 
     def _plan(self, text: str, params: PreStepParams) -> MockPlan:
         command = parse_command(text)
@@ -146,12 +159,14 @@ class MockDriver:
             raise
         if isinstance(action, EmitToolCalls):
             calls = [ToolCallOut(id=c.call_id, name=c.name, arguments=c.arguments_json) for c in action.calls]
-            return LlmResponse(kind="tool-calls", calls=calls)
+            return LlmResponse(kind="tool-calls", calls=calls, status=plan.status())
         self.sessions.finish(plan.session_id, plan.turn_id)
         if isinstance(action, EmitFinal):
-            return LlmResponse(kind="text", text=action.text)
+            return LlmResponse(kind="text", text=action.text, status=plan.status())
         sys.stderr.write(f"dsh-sidecar: {action.error}\n")
-        raise action.error
+        return LlmResponse(
+            kind="error", text=action.error.message, code=action.error.code, status=plan.status()
+        )
 
     def _observed(self, session: str, call_id: str, tool: str, is_error: bool) -> ObservedResult:
         outcome = self._outcomes.pop(call_id, None)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from python_core.mock.plan import MockStatus
 from python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
@@ -25,6 +26,8 @@ __all__ = [
     "LlmResponse",
     "LlmStreamParams",
     "Method",
+    "MockCommandParams",
+    "MockCommandResult",
     "PostExecuteDecision",
     "PostExecuteParams",
     "PreStepParams",
@@ -156,11 +159,15 @@ class ToolCallOut(_Closed):
 
 
 class LlmResponse(_Closed):
-    """One whole model response: tool calls (finish ``tool-calls``) or text (finish ``stop``)."""
+    """One whole model response: tool calls (finish ``tool-calls``), text (finish ``stop``), or
+    ``error``: the plan stopped with ``code``; the shim appends ``status`` and throws ``LlmError``.
+    """
 
-    kind: Literal["tool-calls", "text"]
+    kind: Literal["tool-calls", "text", "error"]
     calls: list[ToolCallOut] = msgspec.field(default_factory=list)
     text: str = ""
+    code: str = ""
+    status: MockStatus | None = None
 
 
 class PreStepParams(_Closed):
@@ -174,9 +181,23 @@ class PreStepParams(_Closed):
 
 
 class PreStepResult(_Closed):
-    """Whether this turn is now a mock turn."""
+    """Whether this turn is now a mock turn; ``status`` is appended as a ``mock/status`` event."""
 
     mock: bool
+    status: MockStatus | None = None
+
+
+class MockCommandParams(_Closed):
+    """``mock/command``: a ``/mock`` slash command (web UI, followup, steer)."""
+
+    sessionId: str
+    rawInput: str
+
+
+class MockCommandResult(_Closed):
+    """The command was accepted; ``text`` is shown to the user (never to the model)."""
+
+    text: str
 
 
 class Route(_Closed):
@@ -219,4 +240,5 @@ METHODS: dict[str, Method] = {
     "llm/stream": Method(LlmStreamParams, LlmResponse),
     "mock/pre-step": Method(PreStepParams, PreStepResult),
     "mock/route": Method(RouteParams, RouteResult),
+    "mock/command": Method(MockCommandParams, MockCommandResult),
 }

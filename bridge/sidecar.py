@@ -17,6 +17,8 @@ from bridge.protocol import (
     ExecuteParams,
     InitializeParams,
     InitializeResult,
+    MockCommandParams,
+    MockCommandResult,
     LlmResponse,
     LlmStreamParams,
     PostExecuteDecision,
@@ -73,6 +75,7 @@ class Sidecar:
             "llm/stream": self.llm_stream,  # type: ignore[dict-item]
             "mock/pre-step": self.mock_pre_step,  # type: ignore[dict-item]
             "mock/route": self.mock_route,  # type: ignore[dict-item]
+            "mock/command": self.mock_command,  # type: ignore[dict-item]
         }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
@@ -147,6 +150,10 @@ class Sidecar:
     async def mock_route(self, params: RouteParams) -> RouteResult:
         """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
         return self._mock().route(params)
+
+    async def mock_command(self, params: MockCommandParams) -> MockCommandResult:
+        """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
+        return self._mock().command(params)
 
 
 def report(error: SidecarError) -> None:

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import z from '@deepseek-ai/schemastery'
-import { CallId, LlmAdapter, resolveRetryPolicy } from '@deepseek-ai/dsh-llm'
+import { CallId, LlmAdapter, LlmError, createUserMessage, resolveRetryPolicy } from '@deepseek-ai/dsh-llm'
 import { Rpc, SidecarUnavailable } from './rpc.js'
 
 export const name = 'dsh-sidecar'
@@ -233,10 +233,17 @@ function userTexts(messages) {
   return messages.map((m) => (m.content ?? []).filter((/** @type {any} */ b) => b.type === 'text').map((/** @type {any} */ b) => b.text).join(''))
 }
 
-/** The `mock` route, served by Python, plus the per-turn routing hooks it needs. */
+/** Append Python's `mock/status` record to the agent's session log, if any. @param {any} agent @param {any} status */
+function appendStatus(agent, status) {
+  if (agent !== undefined && status) agent.session.append('mock/status', status)
+}
+
+/** The `mock` route, served by Python, plus the per-turn routing hooks and the `/mock` command. */
 function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
   /** @type {Map<string, {turn: number, step: number}>} */
   const current = new Map()
+  /** @type {Map<string, any>} */
+  const agents = new Map()
 
   class SidecarAdapter extends LlmAdapter {
     /** @param {string} provider */
@@ -256,6 +263,8 @@ function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
         results: latestResults(options.messages ?? []),
         tools: (options.tools ?? []).map((/** @type {any} */ t) => t.name),
       }, options.signal)
+      appendStatus(agents.get(sessionId), reply.status)
+      if (reply.kind === 'error') throw new LlmError(reply.text, reply.code)
       yield* chunksOf(reply)
     }
   }
@@ -264,22 +273,41 @@ function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
   ctx.on('agent/pre-step', async (/** @type {any} */ payload, /** @type {() => Promise<any>} */ next) => {
     const decision = await next()
     if (decision.kind !== 'enter' || decision.messages.length === 0) return decision
-    await rpc.request('mock/pre-step', {
+    const reply = await rpc.request('mock/pre-step', {
       sessionId: String(payload.agent.id), turn: payload.turn, step: payload.step,
       cwd: payload.agent.session?.header?.cwd ?? process.cwd(), texts: userTexts(decision.messages),
     }, payload.signal)
+    appendStatus(payload.agent, reply.status)
     return decision
   }, { prepend: true })
 
   ctx.on('agent/request', async (/** @type {any} */ payload, /** @type {() => Promise<any>} */ next) => {
     const proposed = await next()
     const sessionId = String(payload.agent.id)
+    agents.set(sessionId, payload.agent)
     const reply = await rpc.request('mock/route', {
       sessionId, turn: payload.turn, step: payload.step, proposed: { provider: proposed.provider, model: proposed.model },
     }, payload.signal)
     current.set(sessionId, { turn: payload.turn, step: payload.step })
-    if (reply.route === null) return proposed
-    if (reply.route === 'proposed') return proposed
-    return reply.route
+    return reply.route ?? proposed
   }, { prepend: true })
+
+  // Web UI, followup and steer: Python checks the grammar now; the turn itself starts when the
+  // queued message enters a step (mock/pre-step), exactly like a headless `/mock` task.
+  ctx.inject(['commands'], (/** @type {any} */ cctx) => {
+    cctx.commands.register({
+      name: 'mock',
+      description: 'Run one turn against the deterministic mock model',
+      input: { hint: 'run tool({...}) | run [a({...}) b({...})] | replay <path> [--overwrite-wait-time-ms N]', images: false },
+      handler: async (/** @type {any} */ { agent, rawInput, signal }) => {
+        try {
+          const reply = await rpc.request('mock/command', { sessionId: String(agent.id), rawInput }, signal)
+          agent.followup(createUserMessage({ content: [{ type: 'text', text: `/mock${rawInput}` }], source: { kind: 'plugin', plugin: name } }))
+          return { kind: 'success', text: reply.text }
+        } catch (error) {
+          return { kind: 'error', text: /** @type {Error} */ (error).message }
+        }
+      },
+    })
+  })
 }
