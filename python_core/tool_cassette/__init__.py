@@ -1,0 +1,32 @@
+"""Tool cassette: record selected DSH tool calls once, replay them exactly offline."""
+
+from python_core.tool_cassette.config import ToolCassetteConfig, parse_config
+from python_core.tool_cassette.engine import (
+    CloseReport,
+    ExecuteEvent,
+    Passthrough,
+    PostEvent,
+    Refuse,
+    ResultEvent,
+    Serve,
+    ToolCassetteSession,
+    ToolResult,
+)
+from python_core.tool_cassette.store import VerifyReport, load, verify_file
+
+__all__ = [
+    "CloseReport",
+    "ExecuteEvent",
+    "Passthrough",
+    "PostEvent",
+    "Refuse",
+    "ResultEvent",
+    "Serve",
+    "ToolCassetteConfig",
+    "ToolCassetteSession",
+    "ToolResult",
+    "VerifyReport",
+    "load",
+    "parse_config",
+    "verify_file",
+]

@@ -1,0 +1,101 @@
+"""The plugin row's ``toolCassette`` section, parsed once into a frozen Struct.
+
+Rule: exactly three keys (``mode``, ``file``, ``include``); every refusal is a ``ConfigError``
+naming the field, never echoing its value.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Literal
+
+import msgspec
+
+from python_core.errors import ConfigError
+
+__all__ = ["ToolCassetteConfig", "parse_config"]
+
+Mode = Literal["record", "replay"]
+_SECTION = "toolCassette"
+_KEYS = ("mode", "file", "include")
+
+
+def _matches(pattern: str, name: str) -> bool:
+    """Match ``name`` against ``pattern`` where ``*`` stands for any run of characters."""
+    pieces = pattern.split("*")
+    if len(pieces) == 1:
+        return pattern == name
+    head, *middle, tail = pieces
+    if len(name) < len(head) + len(tail) or not name.startswith(head) or not name.endswith(tail):
+        return False
+    position = len(head)
+    end = len(name) - len(tail)
+    for piece in middle:
+        found = name.find(piece, position, end)
+        if found < 0:
+            return False
+        position = found + len(piece)
+    return True
+
+
+class ToolCassetteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Validated cassette settings; ``file`` is already resolved against the host cwd."""
+
+    mode: Mode
+    file: str
+    include: tuple[str, ...]
+
+    def selects(self, tool: str) -> bool:
+        """Tell whether ``tool`` is covered by an ``include`` pattern."""
+        return any(_matches(pattern, tool) for pattern in self.include)
+
+
+def _field(name: str) -> str:
+    return f"{_SECTION}.{name}"
+
+
+def parse_config(raw: object, *, cwd: str) -> ToolCassetteConfig:
+    """Validate the ``toolCassette`` section and resolve ``file`` against ``cwd``.
+
+    Raises:
+        ConfigError: a key is missing, unknown or of the wrong type, ``file`` is empty, or
+            ``include`` is empty, holds an empty pattern or repeats a pattern.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError(_SECTION, "must be an object")
+    for key in raw:
+        if key not in _KEYS:
+            name = _field(key) if isinstance(key, str) else _SECTION
+            raise ConfigError(name, "is not a known key (allowed: mode, file, include)")
+    for key in _KEYS:
+        if key not in raw:
+            raise ConfigError(_field(key), "is required")
+    mode = raw["mode"]
+    if mode != "record" and mode != "replay":
+        raise ConfigError(_field("mode"), "must be 'record' or 'replay'")
+    file = raw["file"]
+    if not isinstance(file, str):
+        raise ConfigError(_field("file"), "must be a string")
+    if not file.strip():
+        raise ConfigError(_field("file"), "must not be empty")
+    if "\0" in file:
+        raise ConfigError(_field("file"), "must not contain NUL")
+    include = raw["include"]
+    if not isinstance(include, list | tuple):
+        raise ConfigError(_field("include"), "must be a list of strings")
+    if not include:
+        raise ConfigError(_field("include"), "must not be empty")
+    seen: dict[str, int] = {}
+    for index, pattern in enumerate(include):
+        if not isinstance(pattern, str):
+            raise ConfigError(_field("include"), f"pattern {index} must be a string")
+        if not pattern.strip():
+            raise ConfigError(_field("include"), f"pattern {index} is empty")
+        if pattern in seen:
+            raise ConfigError(
+                _field("include"), f"pattern {index} duplicates pattern {seen[pattern]}"
+            )
+        seen[pattern] = index
+    resolved = os.path.normpath(os.path.join(cwd, file))
+    return ToolCassetteConfig(mode=mode, file=resolved, include=tuple(include))

@@ -1,0 +1,665 @@
+"""Record and replay state machines of the tool cassette.
+
+Rule (as h11): this file owns every transition, listed in the tables below. An event that is
+illegal in the current state raises ``IllegalEvent`` and changes nothing. A failure moves the
+session to ``FAILED`` (record) or ``POISONED`` (replay) for good: a failed recording is never
+published, a poisoned replay refuses every later selected call. Identity of a call is
+(path, tool, canonical arguments, ordinal); ordinals follow ``on_execute`` order and results
+pair with calls by ``handle``, so completion order never matters.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import os
+from typing import Any, ClassVar
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from python_core.canonical import digest_bytes
+from python_core.errors import CanonicalJsonError, SidecarError
+from python_core.tool_cassette.config import ToolCassetteConfig
+from python_core.tool_cassette.errors import (
+    ArgumentsUnreadable,
+    CassetteExists,
+    CassetteIOError,
+    CassetteMismatch,
+    ExtraCall,
+    IllegalEvent,
+    IncludeDiffers,
+    OutcomeUnrecordable,
+    RecordingIncomplete,
+    ReplayPoisoned,
+    ShortCircuited,
+    UnconsumedRecords,
+    UnsupportedConcludesTurn,
+    ValueRejected,
+)
+from python_core.tool_cassette.format import (
+    GENESIS,
+    PROTOCOL,
+    VERSION,
+    Cancellation,
+    CompleteFrame,
+    HeaderFrame,
+    ResultFrame,
+    StartFrame,
+    ToolFailure,
+    canonical_payload,
+    canonical_text,
+    encode,
+)
+from python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
+
+__all__ = [
+    "CALL_TRANSITIONS",
+    "FAILURE_TRANSITIONS",
+    "CallPhase",
+    "CassetteStats",
+    "CloseReport",
+    "Event",
+    "ExecuteEvent",
+    "Passthrough",
+    "PostEvent",
+    "RecordSession",
+    "Refuse",
+    "ReplaySession",
+    "ResultEvent",
+    "Serve",
+    "SessionState",
+    "ToolCassetteSession",
+    "ToolResult",
+]
+
+
+class ToolResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The host's ``ToolExecutionResult`` as JSON; payloads stay ``Raw`` where Node sent bytes."""
+
+    isError: bool
+    content: list[Any]
+    value: Raw | UnsetType = UNSET
+    error: ToolFailure | UnsetType = UNSET
+    meta: Raw | UnsetType = UNSET
+    additionalContexts: list[Any] | UnsetType = UNSET
+    concludesTurn: bool | UnsetType = UNSET
+
+
+class ExecuteEvent(msgspec.Struct, frozen=True):
+    """A selected call entered the outermost ``tools/execute`` wrapper."""
+
+    handle: str
+    path: str
+    tool: str
+    args_json: bytes
+
+
+class PostEvent(msgspec.Struct, frozen=True):
+    """A selected call reached ``tools/post-execute``; ``result`` is the listener's input."""
+
+    handle: str
+    path: str
+    tool: str
+    result: ToolResult
+
+
+class ResultEvent(msgspec.Struct, frozen=True):
+    """A selected call's frozen final outcome, as seen by ``tools/result``."""
+
+    handle: str
+    path: str
+    tool: str
+    result: ToolResult
+
+
+class Passthrough(msgspec.Struct, frozen=True):
+    """Run the real tool (``next()``); ``ordinal`` is the recorded one, if any."""
+
+    ordinal: int | None = None
+
+
+class Serve(msgspec.Struct, frozen=True):
+    """Replay hit: Node defers ``additionalContexts`` one by one, then returns ``result``.
+
+    ``cancellation`` (recorded post-phase abort) replaces ``result`` when the caller's signal
+    is already aborted at return time, as a success would become ABORTED_BEFORE_DISPATCH.
+    """
+
+    ordinal: int
+    result: Raw
+    additionalContexts: Raw
+    cancellation: Raw | None = None
+
+
+class Refuse(msgspec.Struct, frozen=True):
+    """Fail this call closed with ``error``; the tool body must not run."""
+
+    error: SidecarError
+
+
+class CassetteStats(msgspec.Struct, frozen=True):
+    """Counts of one session; ``recorded`` is record-only, ``consumed`` replay-only."""
+
+    mode: str
+    state: str
+    started: int
+    recorded: int
+    consumed: int
+    unconsumed: int
+    pending: int
+    refused: int
+    cancelled_before_dispatch: int
+    poisoned: bool
+
+
+class CloseReport(msgspec.Struct, frozen=True):
+    """What ``close`` found: no errors means published (record) or fully consumed (replay)."""
+
+    errors: tuple[SidecarError, ...]
+    stats: CassetteStats
+    published: bool = False
+
+
+class SessionState(enum.Enum):
+    """Session states; ``FAILED`` and ``POISONED`` are sticky until ``CLOSED``."""
+
+    RECORDING = "recording"
+    FAILED = "failed"
+    SERVING = "serving"
+    POISONED = "poisoned"
+    CLOSED = "closed"
+
+
+class CallPhase(enum.Enum):
+    """Where one handle stands between its events."""
+
+    EXECUTED = "executed"
+    POSTED = "posted"
+    BYPASSED = "bypassed"
+    REFUSED = "refused"
+
+
+class Event(enum.Enum):
+    """Events the bridge feeds in."""
+
+    EXECUTE = "on_execute"
+    POST = "on_post_execute"
+    RESULT = "on_result"
+    CLOSE = "close"
+
+
+_CALL_EVENTS = frozenset({Event.EXECUTE, Event.POST, Event.RESULT})
+
+SESSION_EVENTS: dict[SessionState, frozenset[Event]] = {
+    SessionState.RECORDING: _CALL_EVENTS | {Event.CLOSE},
+    SessionState.FAILED: _CALL_EVENTS | {Event.CLOSE},
+    SessionState.SERVING: _CALL_EVENTS | {Event.CLOSE},
+    SessionState.POISONED: _CALL_EVENTS | {Event.CLOSE},
+    SessionState.CLOSED: frozenset(),
+}
+
+FAILURE_TRANSITIONS: dict[SessionState, SessionState] = {
+    SessionState.RECORDING: SessionState.FAILED,
+    SessionState.FAILED: SessionState.FAILED,
+    SessionState.SERVING: SessionState.POISONED,
+    SessionState.POISONED: SessionState.POISONED,
+}
+
+# Per handle: phase -> event -> next phase; None as a target means the call is finished and
+# forgotten. A handle with no phase has not been seen (or already finished).
+CALL_TRANSITIONS: dict[CallPhase | None, dict[Event, CallPhase | None]] = {
+    None: {Event.EXECUTE: CallPhase.EXECUTED, Event.POST: CallPhase.BYPASSED, Event.RESULT: None},
+    CallPhase.EXECUTED: {Event.POST: CallPhase.POSTED, Event.RESULT: None},
+    CallPhase.POSTED: {Event.RESULT: None},
+    CallPhase.BYPASSED: {Event.RESULT: None},
+    CallPhase.REFUSED: {Event.POST: CallPhase.REFUSED, Event.RESULT: None},
+}
+
+_ABORT_CODES = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+_POST_WITHOUT_EXECUTE = "reached tools/post-execute without passing tools/execute"
+_RESULT_WITHOUT_EXECUTE = "reached tools/result without passing tools/execute"
+_RESULT_WITHOUT_POST = "reached tools/result without passing tools/post-execute"
+_OUTCOME_REPLACED = "tools/post-execute saw another outcome than the one served"
+
+
+def _is_abort(result: ToolResult, codes: frozenset[str] = _ABORT_CODES) -> bool:
+    if not result.isError or result.error is UNSET or result.error.info is UNSET:
+        return False
+    return result.error.info.name == "AbortError" and result.error.info.code in codes
+
+
+class _Call:
+    """Mutable bookkeeping of one in-flight handle."""
+
+    __slots__ = ("frame", "ordinal", "path", "phase", "record", "tool")
+
+    def __init__(self, phase: CallPhase, tool: str, path: str, ordinal: int | None) -> None:
+        self.phase = phase
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.frame: ResultFrame | None = None
+        self.record: RecordedCall | None = None
+
+
+def capture_outcome(result: ToolResult, ordinal: int) -> ResultFrame:
+    """Build the unchained ``call/result`` frame for ``result`` (post-execute input).
+
+    Raises:
+        CanonicalJsonError: a payload has no strict canonical form.
+        ValueError: the result's shape is inconsistent (structural reason).
+    """
+    contexts = canonical_payload([] if result.additionalContexts is UNSET else
+                                 result.additionalContexts)
+    if not result.isError:
+        if result.value is UNSET:
+            raise ValueError("success without a value")
+        return ResultFrame(
+            seq=0, prev=GENESIS, ordinal=ordinal, isError=False,
+            value=canonical_text(bytes(result.value)), additionalContexts=contexts,
+        )
+    if result.error is UNSET:
+        raise ValueError("failure without an error")
+    canonical_payload(msgspec.to_builtins(result.error))
+    return ResultFrame(
+        seq=0, prev=GENESIS, ordinal=ordinal, isError=True, error=result.error,
+        content=canonical_payload(result.content),
+        meta=UNSET if result.meta is UNSET else canonical_text(bytes(result.meta)),
+        additionalContexts=contexts,
+    )
+
+
+def _outcome_key(frame: ResultFrame) -> tuple[object, ...]:
+    return (frame.isError, frame.value, frame.error, frame.content, frame.meta,
+            frame.additionalContexts)
+
+
+def _serve(record: RecordedCall) -> Serve:
+    frame = record.result
+    body: dict[str, object]
+    if frame.isError:
+        body = {"content": frame.content, "error": frame.error, "isError": True}
+        if frame.meta is not UNSET:
+            body["meta"] = frame.meta
+    else:
+        body = {"content": [], "isError": False, "value": frame.value}
+    cancellation = None
+    if frame.cancellation is not UNSET:
+        cancelled = frame.cancellation
+        cancellation = Raw(encode(
+            {"content": cancelled.content, "error": cancelled.error, "isError": True}
+        ))
+    return Serve(
+        ordinal=record.ordinal, result=Raw(encode(body)),
+        additionalContexts=frame.additionalContexts, cancellation=cancellation,
+    )
+
+
+class ToolCassetteSession(abc.ABC):
+    """One cassette session; ``open`` returns a ``RecordSession`` or a ``ReplaySession``."""
+
+    mode: ClassVar[str]
+
+    def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
+        self.config = config
+        self.state = state
+        self._calls: dict[str, _Call] = {}
+        self._errors: list[SidecarError] = []
+        self._ordinals = 0
+        self._refused = 0
+        self._cancelled_before_dispatch = 0
+
+    @staticmethod
+    def open(config: ToolCassetteConfig) -> ToolCassetteSession:
+        """Start recording (create the partial, write the header) or load a verified cassette.
+
+        Raises:
+            CassetteExists: record mode and the file or its ``.partial`` exists.
+            CassetteInvalid: replay mode and the file fails verification.
+            IncludeDiffers: replay mode and ``include`` differs from the recording's.
+            CassetteIOError: the file cannot be created or read.
+        """
+        if config.mode == "record":
+            return RecordSession.start(config)
+        return ReplaySession.start(config)
+
+    def selects(self, tool: str) -> bool:
+        """Tell whether ``tool`` goes through the cassette."""
+        return self.config.selects(tool)
+
+    @property
+    def errors(self) -> tuple[SidecarError, ...]:
+        """Failures so far, first cause first."""
+        return tuple(self._errors)
+
+    def _advance(
+        self, event: Event, handle: str, tool: str
+    ) -> tuple[_Call | None, CallPhase | None]:
+        """Look up the transition for ``event``; raise before any change if it is illegal."""
+        if event not in SESSION_EVENTS[self.state]:
+            raise IllegalEvent(event.value, self.state.value)
+        if event is Event.CLOSE:
+            return None, None
+        if not self.config.selects(tool):
+            raise IllegalEvent(f"{event.value} for an unselected tool", self.state.value)
+        call = self._calls.get(handle)
+        moves = CALL_TRANSITIONS[None if call is None else call.phase]
+        if event not in moves:
+            phase = "unseen" if call is None else call.phase.value
+            raise IllegalEvent(f"{event.value} for a call in phase {phase}", self.state.value)
+        return call, moves[event]
+
+    def _fail(self, error: SidecarError) -> None:
+        self._errors.append(error)
+        self.state = FAILURE_TRANSITIONS[self.state]
+
+    def _settle(self, handle: str, call: _Call | None, phase: CallPhase | None) -> None:
+        if phase is None:
+            self._calls.pop(handle, None)
+        elif call is not None:
+            call.phase = phase
+
+    def _unseen_result(self, event: ResultEvent) -> None:
+        if _is_abort(event.result, frozenset({"ABORTED_BEFORE_DISPATCH"})):
+            self._cancelled_before_dispatch += 1
+            return
+        self._fail(ShortCircuited(event.tool, event.path, None, _RESULT_WITHOUT_EXECUTE))
+
+    def _pending(self) -> int:
+        return sum(1 for call in self._calls.values()
+                   if call.ordinal is not None and call.phase in
+                   (CallPhase.EXECUTED, CallPhase.POSTED))
+
+    @abc.abstractmethod
+    def on_execute(self, event: ExecuteEvent) -> Passthrough | Serve | Refuse:
+        """Admit a selected call entering ``tools/execute``."""
+
+    @abc.abstractmethod
+    def on_post_execute(self, event: PostEvent) -> Refuse | None:
+        """Observe a selected call's ``tools/post-execute`` input."""
+
+    @abc.abstractmethod
+    def on_result(self, event: ResultEvent) -> None:
+        """Observe a selected call's frozen final outcome."""
+
+    @abc.abstractmethod
+    def close(self) -> CloseReport:
+        """End the session and report every error that makes the run fail."""
+
+    @abc.abstractmethod
+    def statistics(self) -> CassetteStats:
+        """Return the session's counts."""
+
+
+class RecordSession(ToolCassetteSession):
+    """Record mode: real calls pass through; starts and outcomes go to the partial file."""
+
+    mode = "record"
+
+    def __init__(self, config: ToolCassetteConfig, recorder: Recorder) -> None:
+        super().__init__(config, SessionState.RECORDING)
+        self._recorder = recorder
+        self._recorded = 0
+
+    @classmethod
+    def start(cls, config: ToolCassetteConfig) -> RecordSession:
+        """Create the partial and write its header (see ``ToolCassetteSession.open``)."""
+        recorder = Recorder.create(config.file)
+        try:
+            recorder.append(HeaderFrame(
+                seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
+            ))
+        except CassetteIOError:
+            recorder.abandon()
+            raise
+        return cls(config, recorder)
+
+    def _write(self, frame: StartFrame | ResultFrame) -> CassetteIOError | None:
+        try:
+            self._recorder.append(frame)
+        except CassetteIOError as error:
+            return error
+        return None
+
+    def on_execute(self, event: ExecuteEvent) -> Passthrough | Serve | Refuse:
+        """Write ``call/start`` and let the real tool run; refuse only if that is impossible."""
+        _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
+        assert phase is CallPhase.EXECUTED
+        if self.state is SessionState.FAILED:
+            self._calls[event.handle] = _Call(phase, event.tool, event.path, None)
+            return Passthrough()
+        try:
+            args = canonical_text(event.args_json)
+        except CanonicalJsonError as exc:
+            return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
+        ordinal = self._ordinals
+        error = self._write(StartFrame(
+            seq=0, prev=GENESIS, ordinal=ordinal, path=event.path, tool=event.tool, args=args,
+            argsDigest=digest_bytes(args),
+        ))
+        if error is not None:
+            return self._refuse(event, error)
+        self._ordinals += 1
+        self._calls[event.handle] = _Call(phase, event.tool, event.path, ordinal)
+        return Passthrough(ordinal=ordinal)
+
+    def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
+        self._fail(error)
+        self._refused += 1
+        self._calls[event.handle] = _Call(CallPhase.REFUSED, event.tool, event.path, None)
+        return Refuse(error)
+
+    def on_post_execute(self, event: PostEvent) -> Refuse | None:
+        """Capture the outcome to record; refuse ``concludesTurn`` and bypassed calls."""
+        call, phase = self._advance(Event.POST, event.handle, event.tool)
+        if call is None:
+            error: SidecarError = ShortCircuited(event.tool, event.path, None,
+                                                 _POST_WITHOUT_EXECUTE)
+            self._fail(error)
+            self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
+            return Refuse(error)
+        if call.phase is CallPhase.REFUSED or call.ordinal is None:
+            self._settle(event.handle, call, phase)
+            return None
+        if event.result.concludesTurn is True:
+            error = UnsupportedConcludesTurn(call.tool, call.path, call.ordinal)
+        else:
+            try:
+                call.frame = capture_outcome(event.result, call.ordinal)
+            except CanonicalJsonError as exc:
+                error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
+            except ValueError as exc:
+                error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, str(exc))
+            else:
+                self._settle(event.handle, call, phase)
+                return None
+        self._fail(error)
+        call.phase = CallPhase.REFUSED
+        return Refuse(error)
+
+    def on_result(self, event: ResultEvent) -> None:
+        """Write ``call/result``, adding the final cancellation if the post phase aborted."""
+        call, _ = self._advance(Event.RESULT, event.handle, event.tool)
+        self._calls.pop(event.handle, None)
+        if call is None:
+            self._unseen_result(event)
+            return
+        if call.ordinal is None or call.phase in (CallPhase.BYPASSED, CallPhase.REFUSED):
+            return
+        if call.frame is None:
+            self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
+            return
+        if self.state is SessionState.FAILED:
+            return
+        frame = call.frame
+        final = event.result
+        if not frame.isError and _is_abort(final):
+            assert final.error is not UNSET
+            try:
+                content = canonical_payload(final.content)
+            except CanonicalJsonError as exc:
+                self._fail(OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason))
+                return
+            frame = msgspec.structs.replace(
+                frame, cancellation=Cancellation(error=final.error, content=content)
+            )
+        error = self._write(frame)
+        if error is not None:
+            self._fail(error)
+            return
+        self._recorded += 1
+
+    def close(self) -> CloseReport:
+        """Write the tail and publish create-only, or keep the partial and report why not."""
+        self._advance(Event.CLOSE, "", "")
+        pending = self._pending()
+        errors = list(self._errors)
+        published = False
+        if self.state is SessionState.RECORDING and pending == 0:
+            try:
+                self._recorder.append(CompleteFrame(seq=0, prev=GENESIS, calls=self._ordinals))
+                self._recorder.publish()
+                published = True
+            except (CassetteIOError, CassetteExists) as error:
+                errors.append(error)
+        else:
+            self._recorder.abandon()
+        if not published:
+            cause = errors[0].code if errors else None
+            partial = os.path.basename(self._recorder.partial)
+            errors.append(RecordingIncomplete(partial, pending, cause))
+        self.state = SessionState.CLOSED
+        return CloseReport(errors=tuple(errors), stats=self.statistics(), published=published)
+
+    def statistics(self) -> CassetteStats:
+        """Return the session's counts."""
+        return CassetteStats(
+            mode=self.mode, state=self.state.value, started=self._ordinals,
+            recorded=self._recorded, consumed=0, unconsumed=0, pending=self._pending(),
+            refused=self._refused, cancelled_before_dispatch=self._cancelled_before_dispatch,
+            poisoned=False,
+        )
+
+
+class ReplaySession(ToolCassetteSession):
+    """Replay mode: exact hits are served from memory; the cassette file is never written."""
+
+    mode = "replay"
+
+    def __init__(self, config: ToolCassetteConfig, cassette: Cassette) -> None:
+        super().__init__(config, SessionState.SERVING)
+        self._records = cassette.calls
+        self._consumed = 0
+
+    @classmethod
+    def start(cls, config: ToolCassetteConfig) -> ReplaySession:
+        """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
+        cassette = load(config.file)
+        if cassette.header.include != config.include:
+            raise IncludeDiffers(os.path.basename(config.file))
+        return cls(config, cassette)
+
+    def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
+        if not isinstance(error, ReplayPoisoned):
+            self._fail(error)
+        self._refused += 1
+        self._calls[event.handle] = _Call(CallPhase.REFUSED, event.tool, event.path, None)
+        return Refuse(error)
+
+    def on_execute(self, event: ExecuteEvent) -> Passthrough | Serve | Refuse:
+        """Serve the record at the next ordinal if the identity matches exactly."""
+        _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
+        assert phase is CallPhase.EXECUTED
+        if self.state is SessionState.POISONED:
+            return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
+        try:
+            args = canonical_text(event.args_json)
+        except CanonicalJsonError as exc:
+            return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
+        ordinal = self._ordinals
+        self._ordinals += 1
+        if ordinal >= len(self._records):
+            return self._refuse(
+                event, ExtraCall(event.tool, event.path, ordinal, len(self._records))
+            )
+        record = self._records[ordinal]
+        mismatch = None
+        if event.tool != record.tool:
+            mismatch = ("tool", event.tool, record.tool)
+        elif event.path != record.path:
+            mismatch = ("path", event.path, record.path)
+        elif args != record.args:
+            mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
+        if mismatch is not None:
+            field, actual, recorded = mismatch
+            return self._refuse(event, CassetteMismatch(
+                event.tool, event.path, ordinal, field, actual, recorded
+            ))
+        self._consumed += 1
+        call = _Call(phase, event.tool, event.path, ordinal)
+        call.record = record
+        self._calls[event.handle] = call
+        return _serve(record)
+
+    def on_post_execute(self, event: PostEvent) -> Refuse | None:
+        """Check that the served outcome reached post-execute unchanged (or was cancelled)."""
+        call, phase = self._advance(Event.POST, event.handle, event.tool)
+        if call is None:
+            error = ShortCircuited(event.tool, event.path, None, _POST_WITHOUT_EXECUTE)
+            self._fail(error)
+            self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
+            return Refuse(error)
+        if call.record is None or call.ordinal is None or _is_abort(event.result):
+            self._settle(event.handle, call, phase)
+            return None
+        try:
+            seen = _outcome_key(capture_outcome(event.result, call.ordinal))
+        except (CanonicalJsonError, ValueError):
+            seen = None
+        if seen == _outcome_key(call.record.result):
+            self._settle(event.handle, call, phase)
+            return None
+        error = ShortCircuited(call.tool, call.path, call.ordinal, _OUTCOME_REPLACED)
+        self._fail(error)
+        call.phase = CallPhase.REFUSED
+        return Refuse(error)
+
+    def on_result(self, event: ResultEvent) -> None:
+        """Finish a call; a served call that skipped post-execute poisons the replay."""
+        call, _ = self._advance(Event.RESULT, event.handle, event.tool)
+        self._calls.pop(event.handle, None)
+        if call is None:
+            self._unseen_result(event)
+            return
+        if call.phase is not CallPhase.EXECUTED or call.ordinal is None:
+            return
+        final = event.result
+        if final.isError and final.error is not UNSET and final.error.info is not UNSET \
+                and final.error.info.code == "INVALID_TOOL_OUTPUT":
+            self._fail(ValueRejected(call.tool, call.path, call.ordinal, "INVALID_TOOL_OUTPUT"))
+            return
+        self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
+
+    def close(self) -> CloseReport:
+        """Report poison, extra calls and unconsumed records; the file is left untouched."""
+        self._advance(Event.CLOSE, "", "")
+        errors = list(self._errors)
+        # Hits are consumed strictly in ordinal order until the first failure, so the
+        # consumed records are exactly the first ``_consumed`` ones.
+        remaining = len(self._records) - self._consumed
+        if remaining:
+            first = self._records[self._consumed]
+            errors.append(UnconsumedRecords(remaining, first.ordinal, first.tool, first.path))
+        self.state = SessionState.CLOSED
+        return CloseReport(errors=tuple(errors), stats=self.statistics())
+
+    def statistics(self) -> CassetteStats:
+        """Return the session's counts."""
+        return CassetteStats(
+            mode=self.mode, state=self.state.value, started=self._ordinals, recorded=0,
+            consumed=self._consumed, unconsumed=len(self._records) - self._consumed,
+            pending=self._pending(), refused=self._refused,
+            cancelled_before_dispatch=self._cancelled_before_dispatch,
+            poisoned=bool(self._errors),
+        )

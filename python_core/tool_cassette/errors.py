@@ -1,0 +1,255 @@
+"""Named failures of the tool cassette.
+
+Rule: every message is built from structural fields only (tool name, call path, ordinal,
+fingerprint, line number, frame kind, file base name). Raw arguments, values, file lines and
+absolute paths never reach an error.
+"""
+
+from __future__ import annotations
+
+from python_core.errors import SidecarError
+
+__all__ = [
+    "ArgumentsUnreadable",
+    "CassetteExists",
+    "CassetteIOError",
+    "CassetteInvalid",
+    "CassetteMismatch",
+    "ExtraCall",
+    "IllegalEvent",
+    "IncludeDiffers",
+    "OutcomeUnrecordable",
+    "RecordingIncomplete",
+    "ReplayPoisoned",
+    "ShortCircuited",
+    "UnconsumedRecords",
+    "UnsupportedConcludesTurn",
+    "ValueRejected",
+    "fingerprint",
+]
+
+
+def fingerprint(digest: str) -> str:
+    """Return the short display form ``sha256:<12 hex>…`` of a ``sha256:`` digest."""
+    return digest[:19] + "…"
+
+
+def _call(tool: str, path: str, ordinal: int | None) -> str:
+    where = path or "an unknown path"
+    if ordinal is None:
+        return f"{tool} at {where}"
+    return f"{tool} at {where}, ordinal {ordinal}"
+
+
+class CassetteMismatch(SidecarError):
+    """A replayed call differs from the record at its ordinal; ``field`` says which identity."""
+
+    code = "CASSETTE_MISMATCH"
+
+    def __init__(
+        self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str
+    ) -> None:
+        if field == "args":
+            detail = (
+                f"args {fingerprint(actual)} differ from recorded {fingerprint(recorded)}"
+            )
+        else:
+            detail = f"{field} differs from recorded {recorded}"
+        super().__init__(f"{_call(tool, path, ordinal)}: {detail}")
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.field = field
+        self.actual = actual
+        self.recorded = recorded
+
+
+class ExtraCall(SidecarError):
+    """Replay saw a selected call after every record was consumed."""
+
+    code = "CASSETTE_EXTRA_CALL"
+
+    def __init__(self, tool: str, path: str, ordinal: int, recorded_calls: int) -> None:
+        super().__init__(
+            f"{_call(tool, path, ordinal)}: extra call, the cassette holds {recorded_calls} calls"
+        )
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.recorded_calls = recorded_calls
+
+
+class ReplayPoisoned(SidecarError):
+    """Replay refuses a selected call because an earlier call broke the trajectory."""
+
+    code = "CASSETTE_POISONED"
+
+    def __init__(self, tool: str, path: str, cause: str) -> None:
+        super().__init__(
+            f"{_call(tool, path, None)}: replay poisoned by an earlier {cause}; "
+            "the tool body was not run"
+        )
+        self.tool = tool
+        self.path = path
+        self.cause = cause
+
+
+class UnconsumedRecords(SidecarError):
+    """Replay ended with recorded calls that were never requested."""
+
+    code = "CASSETTE_UNCONSUMED"
+
+    def __init__(self, count: int, ordinal: int, tool: str, path: str) -> None:
+        super().__init__(
+            f"{count} recorded calls not consumed, first {_call(tool, path, ordinal)}"
+        )
+        self.count = count
+        self.ordinal = ordinal
+        self.tool = tool
+        self.path = path
+
+
+class ShortCircuited(SidecarError):
+    """A selected call skipped a cassette stage (denied, bypassed or short-circuited).
+
+    ``reason`` is one of the engine's fixed structural sentences.
+    """
+
+    code = "CASSETTE_SHORT_CIRCUITED"
+
+    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str) -> None:
+        super().__init__(f"{_call(tool, path, ordinal)}: {reason}")
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.reason = reason
+
+
+class ValueRejected(SidecarError):
+    """The current tool definition rejected a replayed value (schema, renderer or meta)."""
+
+    code = "CASSETTE_VALUE_REJECTED"
+
+    def __init__(self, tool: str, path: str, ordinal: int, host_code: str) -> None:
+        super().__init__(f"{_call(tool, path, ordinal)}: replayed value rejected with {host_code}")
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.host_code = host_code
+
+
+class UnsupportedConcludesTurn(SidecarError):
+    """A selected call concluded the turn; V1 cannot record or replay that."""
+
+    code = "CASSETTE_CONCLUDES_TURN"
+
+    def __init__(self, tool: str, path: str, ordinal: int) -> None:
+        super().__init__(
+            f"{_call(tool, path, ordinal)}: concludesTurn is not supported by cassette V1"
+        )
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+
+
+class ArgumentsUnreadable(SidecarError):
+    """A selected call's arguments have no strict canonical JSON form."""
+
+    code = "CASSETTE_ARGS_UNREADABLE"
+
+    def __init__(self, tool: str, path: str, reason: str) -> None:
+        super().__init__(f"{_call(tool, path, None)}: arguments unreadable ({reason})")
+        self.tool = tool
+        self.path = path
+        self.reason = reason
+
+
+class OutcomeUnrecordable(SidecarError):
+    """A selected call's outcome has no strict canonical JSON form or a broken shape."""
+
+    code = "CASSETTE_OUTCOME_UNRECORDABLE"
+
+    def __init__(self, tool: str, path: str, ordinal: int, reason: str) -> None:
+        super().__init__(f"{_call(tool, path, ordinal)}: outcome unrecordable ({reason})")
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.reason = reason
+
+
+class RecordingIncomplete(SidecarError):
+    """Recording ended without publishing; the ``.partial`` file is kept as evidence."""
+
+    code = "CASSETTE_RECORDING_INCOMPLETE"
+
+    def __init__(self, partial: str, pending: int, cause: str | None) -> None:
+        why = f"{pending} calls unfinished" if cause is None else f"recording failed with {cause}"
+        super().__init__(f"not published: {why}; kept {partial}")
+        self.partial = partial
+        self.pending = pending
+        self.cause = cause
+
+
+class CassetteInvalid(SidecarError):
+    """The cassette file breaks the format; names the line, frame kind and structural reason."""
+
+    code = "CASSETTE_INVALID"
+
+    def __init__(
+        self, reason: str, *, line: int | None = None, kind: str | None = None,
+        ordinal: int | None = None,
+    ) -> None:
+        where = [] if line is None else [f"line {line}"]
+        if kind is not None:
+            where.append(kind)
+        if ordinal is not None:
+            where.append(f"ordinal {ordinal}")
+        super().__init__(f"{' '.join(where)}: {reason}" if where else reason)
+        self.reason = reason
+        self.line = line
+        self.kind = kind
+        self.ordinal = ordinal
+
+
+class CassetteExists(SidecarError):
+    """Recording refuses to start because the formal file or its ``.partial`` exists."""
+
+    code = "CASSETTE_EXISTS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} already exists; recording never overwrites")
+        self.name = name
+
+
+class CassetteIOError(SidecarError):
+    """The cassette file could not be read, written or published."""
+
+    code = "CASSETTE_IO"
+    exit_code = 2
+
+    def __init__(self, operation: str, name: str, errno_name: str) -> None:
+        super().__init__(f"cannot {operation} {name}: {errno_name}")
+        self.operation = operation
+        self.name = name
+        self.errno_name = errno_name
+
+
+class IncludeDiffers(SidecarError):
+    """Replay config selects other tools than the recording did."""
+
+    code = "CASSETTE_INCLUDE_DIFFERS"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"toolCassette.include differs from the include recorded in {name}")
+        self.name = name
+
+
+class IllegalEvent(SidecarError):
+    """The bridge sent an event the session cannot take in its state; nothing changed."""
+
+    code = "CASSETTE_ILLEGAL_EVENT"
+
+    def __init__(self, event: str, state: str) -> None:
+        super().__init__(f"{event} is illegal in state {state}")
+        self.event = event
+        self.state = state

@@ -1,0 +1,194 @@
+"""Cassette frames: closed Structs, canonical lines, the hash chain.
+
+Rule: a cassette is NDJSON; each line is the canonical JSON of one frame. ``hash`` is the
+``sha256:`` digest of the canonical JSON of the same frame without ``hash``; ``prev`` is the
+previous frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0.
+Payloads (arguments, values, content, contexts) stay ``msgspec.Raw`` holding canonical bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from python_core.canonical import canonical_bytes, digest_bytes, loads_strict
+
+__all__ = [
+    "GENESIS",
+    "PROTOCOL",
+    "VERSION",
+    "AnyFrame",
+    "Cancellation",
+    "CompleteFrame",
+    "Frame",
+    "HeaderFrame",
+    "ResultFrame",
+    "StartFrame",
+    "ToolErrorInfo",
+    "ToolFailure",
+    "canonical_payload",
+    "canonical_text",
+    "decode_frame",
+    "encode",
+    "frame_hash",
+    "probe_header",
+    "seal",
+]
+
+PROTOCOL = "dsh-tool-cassette"
+VERSION = 1
+GENESIS = "sha256:" + "0" * 64
+
+
+class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """``error.info`` of a host failure: set iff the thrown value was a HarnessError."""
+
+    name: str
+    code: str
+
+
+class ToolFailure(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """``error`` of a host failure; ``message`` has no ``Error: `` prefix."""
+
+    message: str
+    info: ToolErrorInfo | UnsetType = UNSET
+
+
+class Cancellation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """The final cancellation failure that replaced a success in the post phase.
+
+    Its ``additionalContexts`` are not kept: they are the call's recorded contexts plus what
+    live post policies add, and both come back on replay by themselves.
+    """
+
+    error: ToolFailure
+    content: Raw
+
+
+class Frame(
+    msgspec.Struct,
+    frozen=True,
+    forbid_unknown_fields=True,
+    tag_field="kind",
+    kw_only=True,
+    gc=False,
+):
+    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
+
+    seq: int
+    prev: str
+    hash: str | UnsetType = UNSET
+
+
+class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
+    """First frame: protocol name, version and the include patterns of the recording."""
+
+    protocol: str
+    version: int
+    include: tuple[str, ...]
+
+
+class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):
+    """A selected call entered ``tools/execute``; ``ordinal`` counts starts from 0."""
+
+    ordinal: int
+    path: str
+    tool: str
+    args: Raw
+    argsDigest: str
+
+
+class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
+    """Outcome of the call started with ``ordinal``, at the ``tools/post-execute`` input.
+
+    A success keeps ``value`` only; a failure keeps ``error``, ``content`` and ``meta``
+    verbatim. ``cancellation`` is set when the post phase turned the success into an abort.
+    """
+
+    ordinal: int
+    isError: bool
+    value: Raw | UnsetType = UNSET
+    error: ToolFailure | UnsetType = UNSET
+    content: Raw | UnsetType = UNSET
+    meta: Raw | UnsetType = UNSET
+    additionalContexts: Raw
+    cancellation: Cancellation | UnsetType = UNSET
+
+
+class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
+    """Tail frame: the recording finished with ``calls`` calls, each with its result."""
+
+    calls: int
+
+
+AnyFrame = HeaderFrame | StartFrame | ResultFrame | CompleteFrame
+F = TypeVar("F", bound=Frame)
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """Lenient view of line 1, read before the strict decode so a newer version is named."""
+
+    kind: Any = None
+    protocol: Any = None
+    version: Any = None
+
+
+_PROBE_DECODER = msgspec.json.Decoder(_Probe)
+
+
+def encode(value: Any) -> bytes:
+    """Encode Structs/dicts holding canonical ``Raw`` payloads with keys sorted (no newline)."""
+    return _ENCODER.encode(value)
+
+
+def frame_hash(frame: Frame) -> str:
+    """Return the digest of ``frame``'s canonical JSON without its ``hash`` field."""
+    return digest_bytes(_ENCODER.encode(msgspec.structs.replace(frame, hash=UNSET)))
+
+
+def seal(frame: F) -> tuple[F, bytes]:
+    """Return ``frame`` with its ``hash`` set and its canonical NDJSON line."""
+    sealed = msgspec.structs.replace(frame, hash=frame_hash(frame))
+    return sealed, _ENCODER.encode(sealed) + b"\n"
+
+
+def decode_frame(line: bytes) -> AnyFrame:
+    """Decode one line (without newline) into a frame.
+
+    Raises:
+        msgspec.DecodeError: the line is not JSON or not a frame of this schema.
+    """
+    return _DECODER.decode(line)
+
+
+def probe_header(line: bytes) -> tuple[object, object, object]:
+    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
+
+    Raises:
+        msgspec.DecodeError: the line is not a JSON object.
+    """
+    probe = _PROBE_DECODER.decode(line)
+    return probe.kind, probe.protocol, probe.version
+
+
+def canonical_payload(value: Any) -> Raw:
+    """Return the strict canonical form of a decoded JSON value as ``Raw``.
+
+    Raises:
+        CanonicalJsonError: the value has no canonical form.
+    """
+    return Raw(canonical_bytes(value))
+
+
+def canonical_text(data: bytes) -> Raw:
+    """Parse JSON text strictly and return its canonical form as ``Raw``.
+
+    Raises:
+        CanonicalJsonError: the text is not JSON or breaks the strict profile.
+    """
+    return canonical_payload(loads_strict(data))

@@ -1,0 +1,388 @@
+"""Cassette files: the append-only recorder, create-only publishing, verify and load.
+
+Rule: the formal file is never written in place and never overwritten. Recording appends to
+``<file>.partial`` (created with O_EXCL), fsyncs every frame, then publishes with ``os.link``
+(fails if the formal file exists) and unlinks the partial. Verify and load run one scanner:
+a file is loaded only after every frame has been checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import TypeVar
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from python_core.canonical import digest_bytes, is_canonical
+from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
+from python_core.tool_cassette.format import (
+    GENESIS,
+    PROTOCOL,
+    VERSION,
+    AnyFrame,
+    Cancellation,
+    Frame,
+    HeaderFrame,
+    ResultFrame,
+    StartFrame,
+    decode_frame,
+    frame_hash,
+    probe_header,
+    seal,
+)
+
+__all__ = [
+    "Cassette",
+    "RecordedCall",
+    "Recorder",
+    "VerifyReport",
+    "load",
+    "partial_path",
+    "verify_file",
+]
+
+F = TypeVar("F", bound=Frame)
+
+
+def partial_path(path: str) -> str:
+    """Return the in-progress recording path for the formal cassette ``path``."""
+    return path + ".partial"
+
+
+def _io_error(operation: str, path: str, exc: OSError) -> CassetteIOError:
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    return CassetteIOError(operation, os.path.basename(path), name)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Recorder:
+    """Append-only writer of ``<file>.partial``; assigns ``seq``/``prev`` and seals frames."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.partial = partial_path(path)
+        self._fd: int | None = fd
+        self._seq = 0
+        self._prev = GENESIS
+
+    @classmethod
+    def create(cls, path: str) -> Recorder:
+        """Create ``<path>.partial`` exclusively.
+
+        Raises:
+            CassetteExists: the formal file or the partial already exists.
+            CassetteIOError: the partial cannot be created.
+        """
+        partial = partial_path(path)
+        if os.path.lexists(path):
+            raise CassetteExists(os.path.basename(path))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        try:
+            fd = os.open(partial, flags, 0o600)
+        except FileExistsError:
+            raise CassetteExists(os.path.basename(partial)) from None
+        except OSError as exc:
+            raise _io_error("create", partial, exc) from None
+        try:
+            _fsync_dir(partial)
+        except OSError as exc:
+            os.close(fd)
+            raise _io_error("sync directory of", partial, exc) from None
+        return cls(path, fd)
+
+    @property
+    def frames(self) -> int:
+        """Number of frames written so far."""
+        return self._seq
+
+    def append(self, frame: F) -> F:
+        """Chain, seal, write and fsync one frame; return it as written.
+
+        Raises:
+            CassetteIOError: the write or fsync failed; the recorder is closed for good.
+        """
+        if self._fd is None:
+            raise CassetteIOError("append to", os.path.basename(self.partial), "EBADF")
+        chained = msgspec.structs.replace(frame, seq=self._seq, prev=self._prev)
+        sealed, line = seal(chained)
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            self.abandon()
+            raise _io_error("write", self.partial, exc) from None
+        self._seq += 1
+        assert sealed.hash is not UNSET
+        self._prev = sealed.hash
+        return sealed
+
+    def publish(self) -> None:
+        """Close the partial, link it create-only to the formal path, then unlink it.
+
+        Raises:
+            CassetteExists: the formal file appeared meanwhile; the partial is kept.
+            CassetteIOError: closing, linking or unlinking failed.
+        """
+        self.abandon()
+        try:
+            os.link(self.partial, self.path)
+        except FileExistsError:
+            raise CassetteExists(os.path.basename(self.path)) from None
+        except OSError as exc:
+            raise _io_error("publish", self.path, exc) from None
+        try:
+            os.unlink(self.partial)
+            _fsync_dir(self.path)
+        except OSError as exc:
+            raise _io_error("remove", self.partial, exc) from None
+
+    def abandon(self) -> None:
+        """Close the partial and leave it on disk as evidence."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+class RecordedCall(msgspec.Struct, frozen=True, gc=False):
+    """One call of a verified cassette, compacted for replay.
+
+    Payloads are copied out of their file lines and the chain fields dropped, so a loaded
+    cassette holds only what replay serves (``result.prev`` is empty, ``result.hash`` unset).
+    """
+
+    ordinal: int
+    path: str
+    tool: str
+    args: msgspec.Raw
+    result: ResultFrame
+
+
+class Cassette(msgspec.Struct, frozen=True, gc=False):
+    """A fully verified cassette, calls in ordinal order."""
+
+    header: HeaderFrame
+    calls: tuple[RecordedCall, ...]
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """Outcome of ``verify_file``; ``error`` is set iff ``valid`` is false."""
+
+    valid: bool
+    version: int | None
+    frames: int
+    calls: int
+    tools: dict[str, int]
+    error: CassetteInvalid | None = None
+
+
+class _Scanner:
+    """Checks frames one line at a time: schema, canonical form, chain, pairing, tail."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.header: HeaderFrame | None = None
+        self.frames = 0
+        self.prev = GENESIS
+        self.complete = False
+        self.tools: dict[str, int] = {}
+        self.open_calls: dict[int, StartFrame | None] = {}
+        self.started = 0
+        self.starts: list[tuple[str, str, msgspec.Raw]] = []
+        self.results: dict[int, ResultFrame] = {}
+
+    def feed(self, number: int, line: bytes) -> None:
+        if not line.endswith(b"\n"):
+            raise CassetteInvalid("truncated line (no newline)", line=number)
+        body = line[:-1]
+        if self.complete:
+            raise CassetteInvalid("frame after the complete tail", line=number)
+        if number == 1:
+            self._probe(body)
+        try:
+            frame = decode_frame(body)
+        except msgspec.DecodeError as exc:
+            at = str(exc).rpartition(" - at `")[2].rstrip("`") if " - at `" in str(exc) else "$"
+            raise CassetteInvalid(f"not a frame of this schema (at {at})", line=number) from None
+        kind = type(frame).__struct_config__.tag
+        assert isinstance(kind, str)
+        ordinal = getattr(frame, "ordinal", None)
+        if not is_canonical(body):
+            raise CassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
+        if frame.seq != self.frames:
+            reason = f"seq {frame.seq} where {self.frames} expected"
+            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
+        if frame.prev != self.prev:
+            reason = "prev does not match the previous frame's hash"
+            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
+        if frame.hash is UNSET or frame.hash != frame_hash(frame):
+            reason = "hash does not match the frame"
+            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
+        try:
+            self._check(frame)
+        except ValueError as exc:
+            raise CassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
+        self.frames += 1
+        self.prev = frame.hash
+
+    def _probe(self, body: bytes) -> None:
+        try:
+            kind, protocol, version = probe_header(body)
+        except msgspec.DecodeError:
+            raise CassetteInvalid("not a JSON object", line=1) from None
+        if kind != "header":
+            raise CassetteInvalid("first frame is not a header", line=1)
+        if protocol != PROTOCOL:
+            raise CassetteInvalid("not a dsh-tool-cassette file", line=1, kind="header")
+        if version != VERSION:
+            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+            reason = f"unsupported protocol version {shown} (this build reads {VERSION})"
+            raise CassetteInvalid(reason, line=1, kind="header")
+
+    def _check(self, frame: AnyFrame) -> None:
+        """Kind-specific rules; raises ValueError with a structural reason."""
+        if isinstance(frame, HeaderFrame):
+            if self.header is not None:
+                raise ValueError("second header")
+            self.header = frame
+            return
+        if self.header is None:
+            raise ValueError("frame before the header")
+        if isinstance(frame, StartFrame):
+            if frame.ordinal != self.started:
+                raise ValueError(f"ordinals not contiguous, {self.started} expected")
+            if not frame.tool or not frame.path:
+                raise ValueError("empty tool or path")
+            if frame.argsDigest != digest_bytes(frame.args):
+                raise ValueError("argsDigest does not match args")
+            self.started += 1
+            self.open_calls[frame.ordinal] = None
+            self.tools[frame.tool] = self.tools.get(frame.tool, 0) + 1
+            if self.keep:
+                self.starts.append((sys.intern(frame.tool), frame.path, frame.args.copy()))
+        elif isinstance(frame, ResultFrame):
+            if frame.ordinal not in self.open_calls:
+                started = 0 <= frame.ordinal < self.started
+                raise ValueError("duplicate result" if started else "result without a start")
+            _check_result(frame)
+            del self.open_calls[frame.ordinal]
+            if self.keep:
+                self.results[frame.ordinal] = _compact(frame)
+        else:
+            if frame.calls != self.started:
+                raise ValueError(f"tail counts {frame.calls} calls, {self.started} started")
+            if self.open_calls:
+                raise ValueError(f"ordinal {min(self.open_calls)} has no result")
+            self.complete = True
+
+    def finish(self) -> None:
+        if self.frames == 0:
+            raise CassetteInvalid("empty file")
+        if not self.complete:
+            raise CassetteInvalid(f"missing complete tail frame after line {self.frames}")
+
+
+def _copy(raw: msgspec.Raw | UnsetType) -> msgspec.Raw | UnsetType:
+    return raw if raw is UNSET else raw.copy()
+
+
+def _compact(frame: ResultFrame) -> ResultFrame:
+    """Detach payloads from the file line and drop chain fields (replay keeps 100k calls)."""
+    cancellation = frame.cancellation
+    if cancellation is not UNSET:
+        cancellation = Cancellation(error=cancellation.error, content=cancellation.content.copy())
+    return msgspec.structs.replace(
+        frame, prev="", hash=UNSET, value=_copy(frame.value), content=_copy(frame.content),
+        meta=_copy(frame.meta), additionalContexts=frame.additionalContexts.copy(),
+        cancellation=cancellation,
+    )
+
+
+def _is_array(raw: msgspec.Raw) -> bool:
+    return memoryview(raw)[:1].tobytes() == b"["
+
+
+def _check_result(frame: ResultFrame) -> None:
+    if not _is_array(frame.additionalContexts):
+        raise ValueError("additionalContexts is not an array")
+    if frame.isError:
+        if frame.value is not UNSET or frame.cancellation is not UNSET:
+            raise ValueError("failure with a value or a cancellation")
+        if frame.error is UNSET or frame.content is UNSET or not _is_array(frame.content):
+            raise ValueError("failure without error or content array")
+    else:
+        if frame.value is UNSET:
+            raise ValueError("success without a value")
+        if frame.error is not UNSET or frame.content is not UNSET or frame.meta is not UNSET:
+            raise ValueError("success with error, content or meta")
+        if frame.cancellation is not UNSET and not _is_array(frame.cancellation.content):
+            raise ValueError("cancellation content is not an array")
+
+
+def _scan(path: str, scanner: _Scanner) -> None:
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                scanner.feed(number, line)
+    except OSError as exc:
+        raise _io_error("read", path, exc) from None
+    scanner.finish()
+
+
+def verify_file(path: str) -> VerifyReport:
+    """Check every frame of the cassette at ``path``.
+
+    Returns:
+        A report; ``valid`` is false and ``error`` names the first structural failure.
+    Raises:
+        CassetteIOError: the file cannot be read.
+    """
+    scanner = _Scanner(keep=False)
+    try:
+        _scan(path, scanner)
+    except CassetteInvalid as error:
+        return _report(scanner, error)
+    return _report(scanner, None)
+
+
+def _report(scanner: _Scanner, error: CassetteInvalid | None) -> VerifyReport:
+    version = VERSION if scanner.header is not None else None
+    return VerifyReport(
+        valid=error is None,
+        version=version,
+        frames=scanner.frames,
+        calls=scanner.started,
+        tools=dict(sorted(scanner.tools.items())),
+        error=error,
+    )
+
+
+def load(path: str) -> Cassette:
+    """Verify the cassette at ``path`` completely, then return its calls.
+
+    Raises:
+        CassetteInvalid: the first structural failure.
+        CassetteIOError: the file cannot be read.
+    """
+    scanner = _Scanner(keep=True)
+    _scan(path, scanner)
+    assert scanner.header is not None
+    calls = tuple(
+        RecordedCall(
+            ordinal=ordinal, path=path, tool=tool, args=args, result=scanner.results[ordinal]
+        )
+        for ordinal, (tool, path, args) in enumerate(scanner.starts)
+    )
+    return Cassette(header=scanner.header, calls=calls)
+

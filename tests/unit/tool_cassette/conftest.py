@@ -1,0 +1,128 @@
+"""Factories for tool cassette tests: configs, host results and recorded cassettes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from python_core.tool_cassette import (
+    ExecuteEvent,
+    PostEvent,
+    ResultEvent,
+    ToolCassetteConfig,
+    ToolCassetteSession,
+    ToolResult,
+    parse_config,
+)
+from python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
+
+# Appears in arguments and values of every factory cassette; privacy tests grep for it.
+SECRET = "hunter2-s3cret"
+
+
+class Outcomes:
+    """Host ``ToolExecutionResult`` builders."""
+
+    @staticmethod
+    def ok(value: bytes = b'{"temp":21.5}', contexts: Sequence[object] = ()) -> ToolResult:
+        return ToolResult(
+            isError=False,
+            content=[{"type": "text", "text": "rendered"}],
+            value=msgspec.Raw(value),
+            additionalContexts=list(contexts) if contexts else msgspec.UNSET,
+        )
+
+    @staticmethod
+    def fail(message: str = "disk on fire", code: str | None = "E_FIRE") -> ToolResult:
+        info = msgspec.UNSET if code is None else ToolErrorInfo(name="HarnessError", code=code)
+        return ToolResult(
+            isError=True,
+            content=[{"type": "text", "text": f"Error: {message}"}],
+            error=ToolFailure(message=message, info=info),
+        )
+
+    @staticmethod
+    def abort(code: str = "ABORTED") -> ToolResult:
+        message = "tool call aborted" if code == "ABORTED" else "tool call aborted before dispatch"
+        return ToolResult(
+            isError=True,
+            content=[{"type": "text", "text": f"Error: {message}"}],
+            error=ToolFailure(message=message, info=ToolErrorInfo(name="AbortError", code=code)),
+        )
+
+
+class Call(msgspec.Struct, frozen=True):
+    """One call for ``make_cassette``: identity plus the outcome the host produced."""
+
+    tool: str = "weather_lookup"
+    path: str = "root/0"
+    args: bytes = b'{"city":"' + SECRET.encode() + b'","unit":"c"}'
+    outcome: ToolResult = Outcomes.ok(b'{"note":"' + SECRET.encode() + b'","temp":21.5}')
+
+
+DEFAULT_CALLS = (
+    Call(),
+    Call(path="root/1", args=b'{"city":"Wuhan"}', outcome=Outcomes.fail()),
+    Call(
+        tool="mcp_fs_read",
+        path="root/2",
+        args=b'["a",1]',
+        outcome=Outcomes.ok(b'"text"', contexts=[{"id": "m1", "role": "user", "content": []}]),
+    ),
+)
+
+
+@pytest.fixture
+def make_config(tmp_path: Path) -> Callable[..., ToolCassetteConfig]:
+    def make(
+        mode: str = "record",
+        file: str = "w.tool-cassette.jsonl",
+        include: Sequence[str] = ("weather_*", "mcp_*_read"),
+    ) -> ToolCassetteConfig:
+        raw = {"mode": mode, "file": file, "include": list(include)}
+        return parse_config(raw, cwd=str(tmp_path))
+
+    return make
+
+
+def drive(session: ToolCassetteSession, calls: Sequence[Call]) -> None:
+    """Run ``calls`` one after another through execute, post-execute and result."""
+    for index, call in enumerate(calls):
+        handle = f"h{index}"
+        session.on_execute(ExecuteEvent(handle, call.path, call.tool, call.args))
+        session.on_post_execute(PostEvent(handle, call.path, call.tool, call.outcome))
+        session.on_result(ResultEvent(handle, call.path, call.tool, call.outcome))
+
+
+@pytest.fixture
+def make_cassette(make_config: Callable[..., ToolCassetteConfig]) -> Callable[..., Path]:
+    def make(
+        calls: Sequence[Call] = DEFAULT_CALLS, file: str = "w.tool-cassette.jsonl"
+    ) -> Path:
+        session = ToolCassetteSession.open(make_config("record", file))
+        drive(session, calls)
+        report = session.close()
+        assert report.errors == ()
+        return Path(session.config.file)
+
+    return make
+
+
+class Kit:
+    """What test modules need from here (importlib mode cannot import conftest)."""
+
+    SECRET = SECRET
+    Call = Call
+    DEFAULT_CALLS = DEFAULT_CALLS
+    ok = staticmethod(Outcomes.ok)
+    fail = staticmethod(Outcomes.fail)
+    abort = staticmethod(Outcomes.abort)
+    drive = staticmethod(drive)
+
+
+@pytest.fixture
+def kit() -> type[Kit]:
+    return Kit

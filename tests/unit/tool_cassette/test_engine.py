@@ -1,0 +1,405 @@
+"""Record and replay state machines: identities, poison, pairing, cancellation, closure."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from python_core.tool_cassette import (
+    ExecuteEvent,
+    Passthrough,
+    PostEvent,
+    Refuse,
+    ResultEvent,
+    Serve,
+    ToolCassetteSession,
+)
+from python_core.tool_cassette.errors import (
+    CassetteExists,
+    CassetteInvalid,
+    IllegalEvent,
+    IncludeDiffers,
+)
+
+ARGS = b'{"city":"Wuhan","unit":"c"}'
+
+
+def execute(session: ToolCassetteSession, handle: str, path: str = "root/0",
+            tool: str = "weather_lookup", args: bytes = ARGS) -> Any:
+    return session.on_execute(ExecuteEvent(handle, path, tool, args))
+
+
+def post(session: ToolCassetteSession, handle: str, result: Any, path: str = "root/0",
+         tool: str = "weather_lookup") -> Any:
+    return session.on_post_execute(PostEvent(handle, path, tool, result))
+
+
+def finish(session: ToolCassetteSession, handle: str, result: Any, path: str = "root/0",
+           tool: str = "weather_lookup") -> None:
+    session.on_result(ResultEvent(handle, path, tool, result))
+
+
+def messages(report: Any) -> list[str]:
+    return [str(error) for error in report.errors]
+
+
+@pytest.fixture
+def recorded(make_cassette: Any, kit: Any) -> Path:
+    return make_cassette([kit.Call(args=ARGS, outcome=kit.ok())])
+
+
+@pytest.fixture
+def replay(recorded: Path, make_config: Any) -> ToolCassetteSession:
+    return ToolCassetteSession.open(make_config("replay"))
+
+
+def test_record_passes_through_and_publishes_on_close(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    assert execute(session, "h") == Passthrough(ordinal=0)
+    assert post(session, "h", kit.ok()) is None
+    finish(session, "h", kit.ok())
+    report = session.close()
+    assert report.errors == () and report.published
+    assert os.path.exists(session.config.file)
+    assert not os.path.exists(session.config.file + ".partial")
+    assert report.stats.recorded == 1
+
+
+def test_replay_hit_serves_the_value_with_empty_content(replay: ToolCassetteSession) -> None:
+    served = execute(replay, "h")
+    assert isinstance(served, Serve)
+    assert bytes(served.result) == b'{"content":[],"isError":false,"value":{"temp":21.5}}'
+    assert bytes(served.additionalContexts) == b"[]"
+    assert served.cancellation is None
+    assert replay.statistics().consumed == 1
+
+
+def test_replay_hit_ignores_object_key_order(replay: ToolCassetteSession) -> None:
+    assert isinstance(execute(replay, "h", args=b'{"unit":"c","city":"Wuhan"}'), Serve)
+
+
+def test_replay_mismatch_on_array_order_names_the_args_fingerprints(
+    make_cassette: Any, make_config: Any, kit: Any
+) -> None:
+    make_cassette([kit.Call(args=b'{"days":[1,2]}')])
+    session = ToolCassetteSession.open(make_config("replay"))
+    decision = execute(session, "h", args=b'{"days":[2,1]}')
+    assert isinstance(decision, Refuse)
+    assert str(decision.error) == (
+        "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0: "
+        "args sha256:e7c5cb64990b… differ from recorded sha256:6dc752f94525…"
+    )
+
+
+def test_replay_mismatch_on_path_names_the_recorded_path(replay: ToolCassetteSession) -> None:
+    decision = execute(replay, "h", path="root/0/0")
+    assert str(decision.error) == (
+        "CASSETTE_MISMATCH: weather_lookup at root/0/0, ordinal 0: "
+        "path differs from recorded root/0"
+    )
+
+
+def test_replay_mismatch_on_tool_name(replay: ToolCassetteSession) -> None:
+    decision = execute(replay, "h", tool="weather_forecast")
+    assert decision.error.field == "tool"
+    assert decision.error.code == "CASSETTE_MISMATCH"
+
+
+def test_replay_poisons_after_first_mismatch(replay: ToolCassetteSession) -> None:
+    execute(replay, "a", args=b"{}")
+    decision = execute(replay, "b")
+    assert str(decision.error) == (
+        "CASSETTE_POISONED: weather_lookup at root/0: replay poisoned by an earlier "
+        "CASSETTE_MISMATCH; the tool body was not run"
+    )
+    stats = replay.statistics()
+    assert (stats.poisoned, stats.consumed, stats.refused) == (True, 0, 2)
+    assert [error.code for error in replay.close().errors] == [
+        "CASSETTE_MISMATCH", "CASSETTE_UNCONSUMED"
+    ]
+
+
+def test_replay_close_lists_the_first_mismatch_then_unconsumed(
+    replay: ToolCassetteSession,
+) -> None:
+    execute(replay, "a", path="root/9")
+    assert messages(replay.close()) == [
+        "CASSETTE_MISMATCH: weather_lookup at root/9, ordinal 0: path differs from recorded "
+        "root/0",
+        "CASSETTE_UNCONSUMED: 1 recorded calls not consumed, first weather_lookup at root/0, "
+        "ordinal 0",
+    ]
+
+
+def test_extra_call_is_refused_and_poisons(replay: ToolCassetteSession, kit: Any) -> None:
+    execute(replay, "a")
+    post(replay, "a", kit.ok())
+    finish(replay, "a", kit.ok())
+    decision = execute(replay, "b", path="root/1")
+    assert str(decision.error) == (
+        "CASSETTE_EXTRA_CALL: weather_lookup at root/1, ordinal 1: extra call, "
+        "the cassette holds 1 calls"
+    )
+    assert replay.close().stats.poisoned
+
+
+def test_unconsumed_records_fail_close(replay: ToolCassetteSession) -> None:
+    assert messages(replay.close()) == [
+        "CASSETTE_UNCONSUMED: 1 recorded calls not consumed, first weather_lookup at root/0, "
+        "ordinal 0"
+    ]
+
+
+def test_fully_consumed_replay_closes_clean(replay: ToolCassetteSession, kit: Any) -> None:
+    execute(replay, "a")
+    post(replay, "a", kit.ok())
+    finish(replay, "a", kit.ok())
+    report = replay.close()
+    assert report.errors == ()
+    assert (report.stats.consumed, report.stats.unconsumed) == (1, 0)
+
+
+def test_concurrent_calls_complete_in_reverse_order(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    first, second = kit.ok(b'"A"'), kit.ok(b'"B"')
+    assert execute(session, "a", "root/0") == Passthrough(0)
+    assert execute(session, "b", "root/1") == Passthrough(1)
+    post(session, "b", second, "root/1")
+    finish(session, "b", second, "root/1")
+    post(session, "a", first, "root/0")
+    finish(session, "a", first, "root/0")
+    assert session.close().errors == ()
+    replay = ToolCassetteSession.open(make_config("replay"))
+    served_a = execute(replay, "x", "root/0")
+    served_b = execute(replay, "y", "root/1")
+    assert b'"value":"A"' in bytes(served_a.result)
+    assert b'"value":"B"' in bytes(served_b.result)
+    for handle, path, result in (("y", "root/1", second), ("x", "root/0", first)):
+        assert post(replay, handle, result, path) is None
+        finish(replay, handle, result, path)
+    assert replay.close().errors == ()
+
+
+def test_failures_and_contexts_replay_verbatim(
+    make_cassette: Any, make_config: Any, kit: Any
+) -> None:
+    make_cassette()
+    session = ToolCassetteSession.open(make_config("replay"))
+    execute(session, "a", "root/0", args=kit.DEFAULT_CALLS[0].args)
+    failure = execute(session, "b", "root/1", args=b'{"city":"Wuhan"}')
+    assert bytes(failure.result) == (
+        b'{"content":[{"text":"Error: disk on fire","type":"text"}],'
+        b'"error":{"info":{"code":"E_FIRE","name":"HarnessError"},"message":"disk on fire"},'
+        b'"isError":true}'
+    )
+    read = execute(session, "c", "root/2", "mcp_fs_read", b'["a",1]')
+    assert bytes(read.additionalContexts) == b'[{"content":[],"id":"m1","role":"user"}]'
+
+
+def test_post_phase_cancellation_is_recorded_and_served(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    execute(session, "a")
+    post(session, "a", kit.ok())
+    finish(session, "a", kit.abort("ABORTED"))
+    assert session.close().errors == ()
+    replay = ToolCassetteSession.open(make_config("replay"))
+    served = execute(replay, "a")
+    assert bytes(served.cancellation) == (
+        b'{"content":[{"text":"Error: tool call aborted","type":"text"}],'
+        b'"error":{"info":{"code":"ABORTED","name":"AbortError"},"message":"tool call aborted"},'
+        b'"isError":true}'
+    )
+    assert post(replay, "a", kit.abort("ABORTED")) is None
+    finish(replay, "a", kit.abort("ABORTED"))
+    assert replay.close().errors == ()
+
+
+def test_hit_cancelled_in_post_phase_stays_consumed(replay: ToolCassetteSession, kit: Any) -> None:
+    execute(replay, "a")
+    assert post(replay, "a", kit.abort("ABORTED_BEFORE_DISPATCH")) is None
+    finish(replay, "a", kit.abort("ABORTED_BEFORE_DISPATCH"))
+    report = replay.close()
+    assert report.errors == () and report.stats.consumed == 1
+
+
+def test_pre_call_cancellation_consumes_nothing_and_is_not_an_error(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    finish(replay, "early", kit.abort("ABORTED_BEFORE_DISPATCH"))
+    assert replay.statistics().cancelled_before_dispatch == 1
+    assert isinstance(execute(replay, "a"), Serve)
+
+
+def test_pre_call_cancellation_while_recording_is_not_recorded(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    finish(session, "early", kit.abort("ABORTED_BEFORE_DISPATCH"))
+    report = session.close()
+    assert report.errors == () and report.stats.started == 0
+
+
+def test_concludes_turn_fails_closed_and_blocks_publishing(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    execute(session, "a")
+    concluding = msgspec.structs.replace(kit.ok(), concludesTurn=True)
+    decision = post(session, "a", concluding)
+    assert str(decision.error) == (
+        "CASSETTE_CONCLUDES_TURN: weather_lookup at root/0, ordinal 0: "
+        "concludesTurn is not supported by cassette V1"
+    )
+    finish(session, "a", concluding)
+    report = session.close()
+    assert messages(report)[-1] == (
+        "CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with "
+        "CASSETTE_CONCLUDES_TURN; kept w.tool-cassette.jsonl.partial"
+    )
+    assert not os.path.exists(session.config.file)
+    assert os.path.exists(session.config.file + ".partial")
+
+
+def test_unfinished_call_keeps_the_partial(make_config: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    execute(session, "a")
+    report = session.close()
+    assert messages(report) == [
+        "CASSETTE_RECORDING_INCOMPLETE: not published: 1 calls unfinished; "
+        "kept w.tool-cassette.jsonl.partial"
+    ]
+    assert os.path.exists(session.config.file + ".partial")
+
+
+def test_denied_call_reaching_post_execute_invalidates_the_recording(
+    make_config: Any, kit: Any
+) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    denial = kit.fail("denied by policy", code=None)
+    decision = post(session, "a", denial)
+    assert str(decision.error) == (
+        "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
+        "reached tools/post-execute without passing tools/execute"
+    )
+    finish(session, "a", denial)
+    assert not session.close().published
+
+
+def test_call_bypassing_execute_poisons_the_replay(replay: ToolCassetteSession, kit: Any) -> None:
+    assert isinstance(post(replay, "a", kit.ok()), Refuse)
+    assert execute(replay, "b").error.code == "CASSETTE_POISONED"
+    assert replay.statistics().poisoned
+
+
+def test_result_seen_only_at_tools_result_poisons_unless_cancelled(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    finish(replay, "a", kit.ok(b'"from another plugin"'))
+    assert messages(replay.close())[0] == (
+        "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
+        "reached tools/result without passing tools/execute"
+    )
+
+
+def test_served_outcome_replaced_before_post_execute_poisons(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    execute(replay, "a")
+    decision = post(replay, "a", kit.ok(b'"replaced by an outer wrapper"'))
+    assert str(decision.error) == (
+        "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0, ordinal 0: "
+        "tools/post-execute saw another outcome than the one served"
+    )
+
+
+def test_value_rejected_by_current_schema_poisons(replay: ToolCassetteSession, kit: Any) -> None:
+    execute(replay, "a")
+    finish(replay, "a", kit.fail("value.temp must be an integer", code="INVALID_TOOL_OUTPUT"))
+    assert messages(replay.close()) == [
+        "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
+        "rejected with INVALID_TOOL_OUTPUT"
+    ]
+
+
+def test_record_refuses_to_start_over_an_existing_file(recorded: Path, make_config: Any) -> None:
+    with pytest.raises(CassetteExists, match=r"w\.tool-cassette\.jsonl already exists"):
+        ToolCassetteSession.open(make_config("record"))
+
+
+def test_record_refuses_to_start_over_a_partial(make_config: Any, tmp_path: Path) -> None:
+    (tmp_path / "w.tool-cassette.jsonl.partial").write_bytes(b"")
+    with pytest.raises(CassetteExists) as info:
+        ToolCassetteSession.open(make_config("record"))
+    assert str(info.value) == (
+        "CASSETTE_EXISTS: w.tool-cassette.jsonl.partial already exists; recording never overwrites"
+    )
+
+
+def test_replay_refuses_an_invalid_cassette_before_activation(
+    recorded: Path, make_config: Any
+) -> None:
+    recorded.write_bytes(recorded.read_bytes()[:-1])
+    with pytest.raises(CassetteInvalid, match="line 4: truncated line"):
+        ToolCassetteSession.open(make_config("replay"))
+
+
+def test_replay_refuses_other_include_patterns(recorded: Path, make_config: Any) -> None:
+    with pytest.raises(IncludeDiffers):
+        ToolCassetteSession.open(make_config("replay", include=["weather_*"]))
+
+
+def test_replay_never_modifies_the_cassette(recorded: Path, make_config: Any, kit: Any) -> None:
+    before = (recorded.read_bytes(), recorded.stat().st_mtime_ns)
+    session = ToolCassetteSession.open(make_config("replay"))
+    execute(session, "a", args=b"[]")
+    session.close()
+    assert (recorded.read_bytes(), recorded.stat().st_mtime_ns) == before
+
+
+def test_illegal_event_raises_and_changes_nothing(replay: ToolCassetteSession, kit: Any) -> None:
+    execute(replay, "a")
+    before = replay.statistics()
+    with pytest.raises(IllegalEvent, match="on_execute for a call in phase executed"):
+        execute(replay, "a")
+    post(replay, "a", kit.ok())
+    with pytest.raises(IllegalEvent, match="on_post_execute for a call in phase posted"):
+        post(replay, "a", kit.ok())
+    assert replay.statistics() == before
+
+
+def test_unselected_tool_events_are_illegal(replay: ToolCassetteSession) -> None:
+    with pytest.raises(IllegalEvent, match="on_execute for an unselected tool"):
+        execute(replay, "a", tool="bash")
+
+
+def test_every_event_after_close_is_illegal(replay: ToolCassetteSession, kit: Any) -> None:
+    replay.close()
+    with pytest.raises(IllegalEvent) as info:
+        replay.close()
+    assert str(info.value) == "CASSETTE_ILLEGAL_EVENT: close is illegal in state closed"
+    with pytest.raises(IllegalEvent):
+        execute(replay, "a")
+
+
+def test_unreadable_arguments_are_refused_without_echo(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    key = kit.SECRET.encode()
+    decision = execute(session, "a", args=b'{"' + key + b'":1,"' + key + b'":2}')
+    assert str(decision.error) == (
+        "CASSETTE_ARGS_UNREADABLE: weather_lookup at root/0: arguments unreadable "
+        "(duplicate object key)"
+    )
+
+
+def test_errors_never_contain_raw_arguments_values_or_the_tmp_path(
+    make_cassette: Any, make_config: Any, kit: Any, tmp_path: Path
+) -> None:
+    make_cassette()
+    session = ToolCassetteSession.open(make_config("replay"))
+    texts = [str(execute(session, "a", args=b'{"city":"' + kit.SECRET.encode() + b'x"}').error)]
+    texts.append(str(execute(session, "b").error))
+    texts.append(str(post(session, "c", kit.ok(b'"' + kit.SECRET.encode() + b'"')).error))
+    texts.extend(messages(session.close()))
+    for text in texts:
+        assert kit.SECRET not in text
+        assert str(tmp_path) not in text

@@ -1,0 +1,128 @@
+"""Every corruption of a cassette is rejected by verify with a structural reason."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+
+from python_core.tool_cassette.cli import main
+from python_core.tool_cassette.format import decode_frame, seal
+from python_core.tool_cassette.store import verify_file
+
+
+@pytest.fixture
+def lines(make_cassette: Any) -> list[bytes]:
+    return make_cassette().read_bytes().splitlines(keepends=True)
+
+
+def mutations(lines: list[bytes]) -> Iterator[tuple[str, bytes]]:
+    count = len(lines)
+    for cut in range(count):
+        yield f"truncated after {cut} frames", b"".join(lines[:cut])
+    for index, line in enumerate(lines):
+        yield f"line {index + 1} cut mid-line", b"".join(lines[:index]) + line[: len(line) // 2]
+        yield f"line {index + 1} without newline", b"".join(lines[: index + 1])[:-1]
+        yield f"line {index + 1} duplicated", b"".join(lines[: index + 1] + lines[index:])
+        yield f"line {index + 1} dropped", b"".join(lines[:index] + lines[index + 1 :])
+    for index in range(count - 1):
+        swapped = [*lines[:index], lines[index + 1], lines[index], *lines[index + 2:]]
+        yield f"lines {index + 1} and {index + 2} swapped", b"".join(swapped)
+
+
+def with_header_version(lines: list[bytes], version: int) -> bytes:
+    frame = decode_frame(lines[0][:-1])
+    _, line = seal(msgspec.structs.replace(frame, version=version, hash=msgspec.UNSET))
+    return line + b"".join(lines[1:])
+
+
+def verify_bytes(tmp_path: Path, data: bytes) -> Any:
+    path = tmp_path / "mutant.jsonl"
+    path.write_bytes(data)
+    return verify_file(str(path))
+
+
+def test_every_structural_mutation_is_rejected_in_the_cli(
+    lines: list[bytes], tmp_path: Path, kit: Any
+) -> None:
+    runner = CliRunner()
+    path = tmp_path / "mutant.jsonl"
+    seen = 0
+    for name, data in mutations(lines):
+        path.write_bytes(data)
+        result = runner.invoke(main, ["verify", str(path)])
+        assert result.exit_code == 1, name
+        assert result.output.startswith("CASSETTE_INVALID: "), name
+        assert kit.SECRET not in result.output and str(tmp_path) not in result.output, name
+        seen += 1
+    assert seen == 6 * len(lines) - 1
+
+
+def test_a_flipped_bit_anywhere_is_rejected(lines: list[bytes], tmp_path: Path, kit: Any) -> None:
+    data = b"".join(lines)
+    path = tmp_path / "mutant.jsonl"
+    for position in range(len(data)):
+        flipped = bytearray(data)
+        flipped[position] ^= 0x01
+        path.write_bytes(flipped)
+        report = verify_file(str(path))
+        assert not report.valid, position
+        assert kit.SECRET not in str(report.error), position
+
+
+def test_a_flipped_byte_in_a_value_is_a_hash_mismatch(lines: list[bytes], tmp_path: Path) -> None:
+    data = b"".join(lines).replace(b'"temp":21.5', b'"temp":21.6', 1)
+    assert str(verify_bytes(tmp_path, data).error) == (
+        "CASSETTE_INVALID: line 3 call/result ordinal 0: hash does not match the frame"
+    )
+
+
+def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> None:
+    assert str(verify_bytes(tmp_path, with_header_version(lines, 2)).error) == (
+        "CASSETTE_INVALID: line 1 header: unsupported protocol version 2 (this build reads 1)"
+    )
+
+
+def test_missing_tail_is_named(lines: list[bytes], tmp_path: Path) -> None:
+    assert str(verify_bytes(tmp_path, b"".join(lines[:-1])).error) == (
+        "CASSETTE_INVALID: missing complete tail frame after line 7"
+    )
+
+
+def test_dropped_frame_is_a_seq_gap(lines: list[bytes], tmp_path: Path) -> None:
+    assert str(verify_bytes(tmp_path, b"".join(lines[:2] + lines[3:])).error) == (
+        "CASSETTE_INVALID: line 3 call/start ordinal 1: seq 3 where 2 expected"
+    )
+
+
+def test_frame_after_tail_is_rejected(lines: list[bytes], tmp_path: Path) -> None:
+    assert str(verify_bytes(tmp_path, b"".join([*lines, lines[-1]])).error) == (
+        "CASSETTE_INVALID: line 9: frame after the complete tail"
+    )
+
+
+def test_non_canonical_but_equivalent_line_is_rejected(lines: list[bytes], tmp_path: Path) -> None:
+    spaced = lines[0].replace(b'"kind":"header"', b'"kind": "header"')
+    assert str(verify_bytes(tmp_path, b"".join([spaced, *lines[1:]])).error) == (
+        "CASSETTE_INVALID: line 1 header: not canonical JSON"
+    )
+
+
+def test_resealed_frames_with_a_broken_pairing_are_rejected(
+    lines: list[bytes], tmp_path: Path
+) -> None:
+    frames = [decode_frame(line[:-1]) for line in lines]
+    frames[4] = msgspec.structs.replace(frames[4], ordinal=0)
+    prev, out = frames[0].prev, []
+    for index, frame in enumerate(frames):
+        chained = msgspec.structs.replace(frame, seq=index, prev=prev, hash=msgspec.UNSET)
+        sealed, line = seal(chained)
+        prev = sealed.hash
+        out.append(line)
+    assert str(verify_bytes(tmp_path, b"".join(out)).error) == (
+        "CASSETTE_INVALID: line 5 call/result ordinal 0: duplicate result"
+    )
