@@ -61,9 +61,11 @@ class _Outcome:
 class MockDriver:
     """Drive mock turns started by ``/mock`` commands; one per sidecar connection."""
 
-    def __init__(self, config: MockConfig, trace: Trace) -> None:
+    def __init__(self, config: MockConfig, trace: Trace, sessions_roots: tuple[str, ...] = ()) -> None:
         self.config = config
         self.trace = trace
+        # Besides the session cwd, replay may read the logs where DSH writes them.
+        self.sessions_roots = sessions_roots
         self.sessions = MockSessions()
         self._mock_turn: dict[str, int] = {}
         self._refused: dict[tuple[str, int], SidecarError] = {}
@@ -101,15 +103,19 @@ class MockDriver:
         command = parse_command(text)
         overwrite = None
         if isinstance(command, ReplayCommand):
-            path = resolve_replay_path(command.path, session_cwd=params.cwd)
+            path = resolve_replay_path(
+                command.path, session_cwd=params.cwd, allowed_roots=self.sessions_roots
+            )
             name = source_name_for(command.path)
             source_format, script = load_source(
                 read_source(path, source=name), source_name=name, preserve_timing=True
             )
+            # A replayed nested tool would run its children live: refuse it up front. A `run`
+            # names its calls explicitly, so it may delegate (that is how subagents are tested).
+            reject_nested_tools(script)
             mode, overwrite = "replay", command.overwrite_wait_ms
         else:
             script, source_format, name, mode = command.script, "command", None, "run"
-        reject_nested_tools(script)
         return MockPlan(
             script,
             session_id=params.sessionId,

@@ -1,0 +1,47 @@
+"""The deterministic mock model core: command grammar, canonical scripts, DSH JSONL
+conversion, replay path policy and the sans-I/O plan the bridge drives (docs/mock.md)."""
+
+from __future__ import annotations
+
+from python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
+from python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
+from python_core.mock.paths import resolve_replay_path
+from python_core.mock.plan import (
+    EmitFinal,
+    EmitToolCalls,
+    MockPlan,
+    MockStatus,
+    ObservedResult,
+    Stop,
+    ToolCall,
+    auxiliary_answer,
+)
+from python_core.mock.script import Script, encode_script, validate_script
+from python_core.mock.sessions import MockSessions
+from python_core.mock.source import load_script, load_source, read_source, source_name_for
+
+__all__ = [
+    "DEFAULT_NESTED_TOOLS",
+    "EmitFinal",
+    "EmitToolCalls",
+    "MockPlan",
+    "MockSessions",
+    "MockStatus",
+    "ObservedResult",
+    "ReplayCommand",
+    "RunCommand",
+    "Script",
+    "Stop",
+    "ToolCall",
+    "auxiliary_answer",
+    "encode_script",
+    "load_script",
+    "load_source",
+    "parse_arguments",
+    "parse_command",
+    "read_source",
+    "reject_nested_tools",
+    "resolve_replay_path",
+    "source_name_for",
+    "validate_script",
+]
