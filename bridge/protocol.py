@@ -13,12 +13,15 @@ from typing import Any, Literal
 import msgspec
 
 from python_core.mock.plan import MockStatus
+from python_core.subagent_cassette import CallHandle, RunOutcome, StartRequest, UpstreamFacts
+from python_core.subagent_cassette.format import Outcome
 from python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
     "METHODS",
     "NODE_TO_PY",
     "PROTOCOL_VERSION",
+    "Empty",
     "ExecuteDecision",
     "ExecuteParams",
     "InitializeParams",
@@ -39,6 +42,10 @@ __all__ = [
     "SeenResult",
     "ShutdownParams",
     "ShutdownResult",
+    "SubagentDecision",
+    "SubagentOutcomeParams",
+    "SubagentPublishedParams",
+    "SubagentSetup",
     "ToolCallOut",
 ]
 
@@ -60,12 +67,20 @@ class InitializeParams(_Closed):
     pid: int
 
 
+class SubagentSetup(_Closed):
+    """Provider names: register the cassette as ``name`` once ``upstream`` exists."""
+
+    name: str
+    upstream: str
+
+
 class InitializeResult(_Closed):
     """The hooks the shim must install; nothing else is installed."""
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm"]]
+    hooks: list[Literal["tools", "llm", "subagent"]]
     sidecarVersion: str
+    subagent: SubagentSetup | None = None
 
 
 class ShutdownParams(_Closed):
@@ -222,6 +237,39 @@ class RouteResult(_Closed):
     route: Route | None
 
 
+class SubagentDecision(_Closed):
+    """``forward``: call the upstream object's ``start()``; ``replay``: return the recorded run.
+
+    On ``replay``, ``start()`` settles after ``startDelayMs`` (rejecting for a ``start-error``
+    outcome) and the run's result after ``delayMs`` (rejecting for ``result-error``), both from
+    admission; the run has a fresh id and ``localAgent: undefined``.
+    """
+
+    action: Literal["forward", "replay"]
+    handle: CallHandle
+    outcome: Outcome | None = None
+    delayMs: float = 0.0
+    startDelayMs: float = 0.0
+
+
+class SubagentPublishedParams(_Closed):
+    """``subagent/published``: a forwarded ``start()`` fulfilled with run id ``childId``."""
+
+    handle: CallHandle
+    childId: str
+
+
+class SubagentOutcomeParams(_Closed):
+    """``subagent/outcome``: a forwarded run's terminal facts, measured in Node."""
+
+    handle: CallHandle
+    outcome: RunOutcome
+
+
+class Empty(_Closed):
+    """An empty result."""
+
+
 @dataclass(frozen=True)
 class Method:
     """One row of the method table."""
@@ -241,4 +289,8 @@ METHODS: dict[str, Method] = {
     "mock/pre-step": Method(PreStepParams, PreStepResult),
     "mock/route": Method(RouteParams, RouteResult),
     "mock/command": Method(MockCommandParams, MockCommandResult),
+    "subagent/hello": Method(UpstreamFacts, Empty),
+    "subagent/start": Method(StartRequest, SubagentDecision),
+    "subagent/published": Method(SubagentPublishedParams, None),
+    "subagent/outcome": Method(SubagentOutcomeParams, Empty),
 }

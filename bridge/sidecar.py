@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from bridge.mock_driver import MockDriver
 from bridge.protocol import (
     PROTOCOL_VERSION,
+    Empty,
     ExecuteDecision,
     ExecuteParams,
     InitializeParams,
@@ -30,12 +31,17 @@ from bridge.protocol import (
     RouteResult,
     ShutdownParams,
     ShutdownResult,
+    SubagentDecision,
+    SubagentOutcomeParams,
+    SubagentPublishedParams,
 )
 from bridge.server import Handler
+from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
+from python_core.subagent_cassette import StartRequest, UpstreamFacts
 
 __all__ = ["Sidecar"]
 
@@ -62,6 +68,7 @@ class Sidecar:
         self.trace = Trace(None)
         self.tools: ToolHooks | None = None
         self.mock: MockDriver | None = None
+        self.subagents: SubagentHooks | None = None
         self.startup_errors: list[SidecarError] = []
 
     def handlers(self) -> dict[str, Handler]:
@@ -76,6 +83,10 @@ class Sidecar:
             "mock/pre-step": self.mock_pre_step,  # type: ignore[dict-item]
             "mock/route": self.mock_route,  # type: ignore[dict-item]
             "mock/command": self.mock_command,  # type: ignore[dict-item]
+            "subagent/hello": self.subagent_hello,  # type: ignore[dict-item]
+            "subagent/start": self.subagent_start,  # type: ignore[dict-item]
+            "subagent/published": self.subagent_published,  # type: ignore[dict-item]
+            "subagent/outcome": self.subagent_outcome,  # type: ignore[dict-item]
         }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
@@ -91,14 +102,22 @@ class Sidecar:
         self.trace.write("initialize", host=params.host, pid=os.getpid(), bridge=os.path.dirname(__file__))
         hooks: list[str] = []
         if config.mock.enabled:
-            self.mock = MockDriver(config.mock, self.trace)
+            home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
+            self.mock = MockDriver(config.mock, self.trace, (os.path.join(os.path.abspath(home), "sessions"),))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
             hooks.append("tools")
+        if config.subagent_cassette is not None:
+            self.subagents = SubagentHooks.open(
+                config.subagent_cassette, cwd=params.cwd,
+                host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+            )
+            hooks.append("subagent")
         return InitializeResult(
-            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=_sidecar_version()  # type: ignore[arg-type]
+            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=_sidecar_version(),  # type: ignore[arg-type]
+            subagent=None if self.subagents is None else self.subagents.setup,
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
@@ -110,6 +129,10 @@ class Sidecar:
             errors.extend(tool_errors)
         if self.mock is not None:
             errors.extend(self.mock.close())
+        if self.subagents is not None:
+            subagent_errors, subagent_notes = self.subagents.close()
+            errors.extend(subagent_errors)
+            notes.extend(subagent_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         exit_code = max((e.exit_code for e in errors), default=0)
@@ -150,6 +173,29 @@ class Sidecar:
     async def mock_route(self, params: RouteParams) -> RouteResult:
         """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
         return self._mock().route(params)
+
+    def _subagents(self) -> SubagentHooks:
+        if self.subagents is None:
+            raise NotInitialized
+        return self.subagents
+
+    async def subagent_hello(self, params: UpstreamFacts) -> Empty:
+        """``subagent/hello``: the upstream provider's facts, before any start."""
+        self._subagents().hello(params)
+        return Empty()
+
+    async def subagent_start(self, params: StartRequest) -> SubagentDecision:
+        """``subagent/start``: forward, replay, or refuse one ``start()``."""
+        return self._subagents().start(params)
+
+    async def subagent_published(self, params: SubagentPublishedParams) -> None:
+        """``subagent/published`` notification."""
+        self._subagents().published(params)
+
+    async def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
+        """``subagent/outcome``: a forwarded run settled."""
+        self._subagents().outcome(params)
+        return Empty()
 
     async def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
