@@ -14,9 +14,9 @@ import anyio
 
 from bridge.protocol import (
     LlmResponse,
+    LlmStreamParams,
     MockCommandParams,
     MockCommandResult,
-    LlmStreamParams,
     PreStepParams,
     PreStepResult,
     Route,
@@ -34,9 +34,9 @@ from python_core.mock import (
     MockSessions,
     ObservedResult,
     ReplayCommand,
+    RunCommand,
     auxiliary_answer,
     load_source,
-    RunCommand,
     parse_arguments,
     parse_command,
     read_source,
@@ -45,7 +45,7 @@ from python_core.mock import (
     source_name_for,
 )
 
-__all__ = ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT"]
+__all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver"]
 
 MOCK_ROUTE = Route(provider="mock", model="mock")
 ORDINARY_TURN_TEXT = "dsh-sidecar mock route: no /mock command in this turn"
@@ -102,6 +102,7 @@ class MockDriver:
     def _plan(self, text: str, params: PreStepParams) -> MockPlan:
         command = parse_command(text)
         overwrite = None
+        source_format: str
         if isinstance(command, ReplayCommand):
             path = resolve_replay_path(
                 command.path, session_cwd=params.cwd, allowed_roots=self.sessions_roots

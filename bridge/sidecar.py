@@ -18,10 +18,10 @@ from bridge.protocol import (
     ExecuteParams,
     InitializeParams,
     InitializeResult,
-    MockCommandParams,
-    MockCommandResult,
     LlmResponse,
     LlmStreamParams,
+    MockCommandParams,
+    MockCommandResult,
     PostExecuteDecision,
     PostExecuteParams,
     PreStepParams,
@@ -74,19 +74,19 @@ class Sidecar:
     def handlers(self) -> dict[str, Handler]:
         """The method table this connection serves."""
         return {
-            "initialize": self.initialize,  # type: ignore[dict-item]
-            "shutdown": self.shutdown,  # type: ignore[dict-item]
-            "tools/execute": self.tools_execute,  # type: ignore[dict-item]
-            "tools/post-execute": self.tools_post_execute,  # type: ignore[dict-item]
-            "tools/result": self.tools_result,  # type: ignore[dict-item]
-            "llm/stream": self.llm_stream,  # type: ignore[dict-item]
-            "mock/pre-step": self.mock_pre_step,  # type: ignore[dict-item]
-            "mock/route": self.mock_route,  # type: ignore[dict-item]
-            "mock/command": self.mock_command,  # type: ignore[dict-item]
-            "subagent/hello": self.subagent_hello,  # type: ignore[dict-item]
-            "subagent/start": self.subagent_start,  # type: ignore[dict-item]
-            "subagent/published": self.subagent_published,  # type: ignore[dict-item]
-            "subagent/outcome": self.subagent_outcome,  # type: ignore[dict-item]
+            "initialize": self.initialize,
+            "shutdown": self.shutdown,
+            "tools/execute": self.tools_execute,
+            "tools/post-execute": self.tools_post_execute,
+            "tools/result": self.tools_result,
+            "llm/stream": self.llm_stream,
+            "mock/pre-step": self.mock_pre_step,
+            "mock/route": self.mock_route,
+            "mock/command": self.mock_command,
+            "subagent/hello": self.subagent_hello,
+            "subagent/start": self.subagent_start,
+            "subagent/published": self.subagent_published,
+            "subagent/outcome": self.subagent_outcome,
         }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:

@@ -21,7 +21,7 @@ class Trace:
         self._file: IO[bytes] | None = None
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
+            self._file = open(path, "ab", buffering=0)
 
     def write(self, method: str, **fields: Any) -> None:
         """Record one hook."""

@@ -10,7 +10,6 @@ from pathlib import Path
 from dshrun import ROOT, Dsh, wait_for
 
 
-
 def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: Dsh) -> None:
     run = dsh.run('/mock run echo({"text": "hi"})')
 

@@ -87,7 +87,10 @@ def test_non_canonical_float_form_hashes_like_its_canonical_value(
         (b'"durationMs":40', b'"durationMs":-0.0', "negative zero at /"),
         (b'"durationMs":40', b'"durationMs":NaN', "NaN is not JSON at /"),
         (b'"durationMs":40', b'"durationMs":9007199254740993', "integer outside +-(2^53-1) at /"),
-        (b'"stopReason":"completed"', b'"stopReason":"\\ud800"', "lone surrogate in a string at /outcome/result/stopReason"),
+        (
+            b'"stopReason":"completed"', b'"stopReason":"\\ud800"',
+            "lone surrogate in a string at /outcome/result/stopReason",
+        ),
     ],
     ids=["duplicate", "escaped-duplicate", "negative-zero", "nan", "unsafe-int", "surrogate"],
 )
