@@ -111,10 +111,14 @@ class RpcConnection:
             envelope = _ENVELOPE.decode(line)
         except msgspec.DecodeError:
             try:
-                msgspec.json.decode(line)
+                value = msgspec.json.decode(line)
             except msgspec.DecodeError:
                 return [Send(_error_line(None, PARSE_ERROR, "parse error: the line is not JSON"))]
-            return [Send(_error_line(None, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))]
+            # Answer with the request's own id when it has one, so the peer's call settles.
+            id_ = value.get("id") if isinstance(value, dict) else None
+            if not isinstance(id_, int | str) or isinstance(id_, bool):
+                id_ = None
+            return [Send(_error_line(id_, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))]
         if envelope.jsonrpc != "2.0":
             return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: jsonrpc must be \"2.0\""))]
         if envelope.method is None:

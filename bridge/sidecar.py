@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 from bridge.mock_driver import MockDriver
 from bridge.protocol import (
@@ -39,18 +38,12 @@ from bridge.server import Handler
 from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
+from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
 
 __all__ = ["Sidecar"]
-
-
-def _sidecar_version() -> str:
-    try:
-        return version("dsh-sidecar")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 class NotInitialized(ProtocolError):
@@ -116,7 +109,7 @@ class Sidecar:
             )
             hooks.append("subagent")
         return InitializeResult(
-            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=_sidecar_version(),  # type: ignore[arg-type]
+            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
         )
 

@@ -18,7 +18,7 @@ import { Rpc, SidecarUnavailable } from './rpc.js'
 
 export const name = 'dsh-sidecar'
 export const inject = ['tools', 'llm']
-export const PROTOCOL_VERSION = 1
+const PROTOCOL_VERSION = 1
 
 const here = dirname(fileURLToPath(import.meta.url))
 
@@ -73,7 +73,9 @@ async function startSidecar(config) {
   const child = spawn(argv[0], argv.slice(1), {
     cwd: process.cwd(),
     stdio: ['pipe', 'pipe', 'inherit'],
-    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    // Bytecode caching stays on even where the environment turns it off: without it every
+    // sidecar start recompiles bridge/ and python_core/, and DSH boot waits for the handshake.
+    env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '' },
   })
   const rpc = new Rpc(/** @type {any} */ (child.stdin), /** @type {any} */ (child.stdout))
   const exited = new Promise((resolve) => {

@@ -1,0 +1,3 @@
+"""dsh-sidecar's logic: canonical JSON, errors, config, and the three features."""
+
+__version__ = "0.1.0"

@@ -17,4 +17,7 @@ def test_protocol_doc_lists_exactly_the_method_table() -> None:
 
 
 def test_protocol_doc_names_the_current_version() -> None:
-    assert DOC.read_text().splitlines()[0] == f"# dsh-sidecar wire protocol, version {PROTOCOL_VERSION}"
+    assert (
+        DOC.read_text().splitlines()[0]
+        == f"# dsh-sidecar wire protocol, version {PROTOCOL_VERSION}"
+    )

@@ -1,0 +1,181 @@
+"""Orchestrates scripts/bench_bridge: runs the Node drivers and DSH, prints one report.
+
+Figures only: a missed target is printed as ``MISSED``, never turned into a failing exit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "scripts" / "bench"
+PYTHON = sys.executable
+DSH_RUNS = int(os.environ.get("BENCH_DSH_RUNS", "5"))
+
+ON_MOCK = """\
+- id: agent-default-model
+  config: {provider: mock, model: mock}
+- id: sidecar
+  name: dsh-sidecar-shim
+  disabled: false
+  config: {}
+"""
+ON_DEFAULT = """\
+- id: sidecar
+  name: dsh-sidecar-shim
+  disabled: false
+  config: {}
+"""
+OFF_DEFAULT = """\
+- id: sidecar
+  name: dsh-sidecar-shim
+  disabled: true
+  config: {}
+"""
+
+
+def node(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    done = subprocess.run(
+        [shutil.which("node") or "node", str(BENCH / "driver.mjs"), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **(env or {})},
+    )
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def dsh_wall(tmp: Path, name: str, patch: str) -> tuple[float, set[int], str]:
+    """Median wall seconds of DSH_RUNS headless runs, their exit codes and the last stderr line."""
+    patch_file = tmp / f"{name}.yml"
+    patch_file.write_text(patch)
+    cwd = tmp / name
+    cwd.mkdir()
+    walls: list[float] = []
+    codes: set[int] = set()
+    last = ""
+    for _ in range(DSH_RUNS):
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            ["dsh", "--profile", "headless", "--patch", str(patch_file), "hello"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        walls.append(time.perf_counter() - t0)
+        codes.add(done.returncode)
+        stderr = [line for line in done.stderr.splitlines() if line.strip()]
+        stdout = [line for line in done.stdout.splitlines() if line.strip()]
+        last = f"stderr: {stderr[-1]}" if stderr else f"stdout: {stdout[-1]}" if stdout else ""
+    return statistics.median(walls), codes, last[:110]
+
+
+def main() -> None:
+    node_version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True)
+    print(
+        f"dsh-sidecar bridge benchmark  (node {node_version.stdout.strip()}, python {sys.version.split()[0]},"
+        f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f})"
+    )
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("note: PYTHONDONTWRITEBYTECODE is set: every sidecar start compiles bridge/ and python_core/")
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+
+        floor = node("floor", PYTHON, str(BENCH / "echo.py"))
+        fs, fc = floor["sequential"], floor["concurrent"]
+        print("\n(a) floor: Node line <-> Python raw-fd echo, same JSON line and framing")
+        print(
+            f"    sequential   median {fs['medianUs']:8.1f} us   p99 {fs['p99Us']:8.1f} us"
+            f"   {fs['callsPerSec']:9.0f} calls/s   (python CPU {fs['peerCpuUs']:.0f} us/call)"
+        )
+        print(f"    32 in flight {fc['callsPerSec']:9.0f} calls/s")
+
+        bridge_dir = tmp / "bridge"
+        bridge_dir.mkdir()
+        bridge = node("bridge", PYTHON, str(ROOT), str(bridge_dir))
+        bs, bc = bridge["sequential"], bridge["concurrent"]
+        ratio = bs["medianUs"] / fs["medianUs"]
+        print("\n(b) tools/execute via node_shim/rpc.js Rpc -> python -m bridge (trace on, pass-through)")
+        print(
+            f"    sequential   median {bs['medianUs']:8.1f} us   p99 {bs['p99Us']:8.1f} us"
+            f"   {bs['callsPerSec']:9.0f} calls/s   (python CPU {bs['peerCpuUs']:.0f} us/call)"
+        )
+        print(
+            f"    32 in flight {bc['callsPerSec']:9.0f} calls/s"
+            f"   target >= 10000: {verdict(bc['callsPerSec'] >= 10_000)}"
+        )
+        print(f"    ratio b/a sequential median {ratio:.2f}x   target <= 2.0: {verdict(ratio <= 2.0)}")
+
+        start_dir = tmp / "startup"
+        start_dir.mkdir()
+        cold = node("startup", PYTHON, str(ROOT), str(start_dir))
+        # A bytecode cache in a temp prefix, primed once: what a user without
+        # PYTHONDONTWRITEBYTECODE gets from the second start on.
+        warm_env = {"PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(tmp / "pycache")}
+        subprocess.run(
+            [PYTHON, "-c", "import bridge.__main__, bridge.sidecar, importlib.metadata"],
+            env={**os.environ, **warm_env},
+            check=True,
+        )
+        warm = node("startup", PYTHON, str(ROOT), str(start_dir), env=warm_env)
+        print(f"\n(c) spawn python -m bridge -> initialize reply (median of {cold['n']})")
+        print(
+            f"    as configured       median {cold['medianUs'] / 1000:7.1f} ms   max {cold['p99Us'] / 1000:7.1f} ms"
+            f"   target <= 300 ms: {verdict(cold['medianUs'] <= 300_000)}"
+        )
+        print(
+            f"    bytecode cache warm median {warm['medianUs'] / 1000:7.1f} ms   max {warm['p99Us'] / 1000:7.1f} ms"
+            f"   target <= 300 ms: {verdict(warm['medianUs'] <= 300_000)}"
+        )
+
+        print(f'\n(d) dsh --profile headless --patch <p> "hello"  (median of {DSH_RUNS}, temp cwd)')
+        rows = [
+            ("on, mock model", ON_MOCK, "sidecar row on, agent-default-model mock/mock: one full mock turn"),
+            (
+                "off, default",
+                OFF_DEFAULT,
+                "sidecar row off, default model: boot + first model call, "
+                "exits 1 MISSING_CREDENTIAL (the floor)",
+            ),
+            (
+                "on, default",
+                ON_DEFAULT,
+                "sidecar row on, default model: same path as the floor, "
+                "plus spawn/handshake/pre-step/route/shutdown",
+            ),
+        ]
+        walls: dict[str, float] = {}
+        for name, patch, meaning in rows:
+            wall, codes, last = dsh_wall(tmp, name.replace(", ", "-").replace(" ", "-"), patch)
+            walls[name] = wall
+            print(f"    {name:15s} {wall * 1000:7.0f} ms  exit {sorted(codes)}  {meaning}")
+            print(f"    {'':15s} last line: {last}")
+        full = walls["on, mock model"] / walls["off, default"] - 1
+        same = walls["on, default"] / walls["off, default"] - 1
+        print(
+            f"    enabled (mock turn) vs disabled floor: {full:+.0%}   target <= +20%: {verdict(full <= 0.20)}"
+            "  (not like for like: the enabled run also completes a turn)"
+        )
+        print(
+            f"    enabled vs disabled, same default-model path: {same:+.0%}"
+            f"   target <= +20%: {verdict(same <= 0.20)}"
+        )
+
+
+if __name__ == "__main__":
+    main()

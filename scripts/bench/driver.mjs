@@ -1,0 +1,144 @@
+// @ts-check
+/**
+ * Node side of scripts/bench_bridge. One mode per run, one JSON object on stdout.
+ *   node driver.mjs floor   <python> <echo.py>        bare line echo (the transport floor)
+ *   node driver.mjs bridge  <python> <root> <tmpdir>  tools/execute via node_shim/rpc.js
+ *   node driver.mjs startup <python> <root> <tmpdir>  spawn -> initialize reply
+ */
+import { spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+
+const [mode, python, arg1, arg2] = process.argv.slice(2)
+const WARMUP = 1000
+const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 10000)
+const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50000)
+const IN_FLIGHT = 32
+const STARTUPS = Number(process.env.BENCH_STARTUPS ?? 10)
+
+/** @param {number} i */
+const executeParams = (i) => ({ handle: `h${i}`, path: `root/${i}`, tool: 'weather_lookup', callId: `call_${i}`, args: '{"city":"Paris","unit":"c"}' })
+
+const now = () => Number(process.hrtime.bigint()) / 1000 // µs
+
+/** CPU time (user + system) a process has used so far, in µs, from /proc (Linux; else NaN). */
+function cpuUs(/** @type {number | undefined} */ pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) * 1e4 // clock ticks at USER_HZ 100
+  } catch { return NaN }
+}
+
+/** @param {number[]} us */
+function summary(us) {
+  const sorted = [...us].sort((a, b) => a - b)
+  const at = (/** @type {number} */ q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]
+  const total = us.reduce((a, b) => a + b, 0)
+  return { n: us.length, medianUs: at(0.5), p99Us: at(0.99), callsPerSec: us.length / (total / 1e6) }
+}
+
+/**
+ * Sequential and IN_FLIGHT-concurrent runs of `call`; `pid` is the peer whose CPU time is counted.
+ * @param {(i: number) => Promise<any>} call @param {number | undefined} pid
+ */
+async function measure(call, pid) {
+  for (let i = 0; i < WARMUP; i++) await call(i)
+  const cpu0 = cpuUs(pid), self0 = process.cpuUsage()
+  const us = []
+  for (let i = 0; i < SEQUENTIAL; i++) {
+    const t0 = now()
+    await call(i)
+    us.push(now() - t0)
+  }
+  const self1 = process.cpuUsage(self0)
+  const perCall = { peerCpuUs: (cpuUs(pid) - cpu0) / SEQUENTIAL, nodeCpuUs: (self1.user + self1.system) / SEQUENTIAL }
+  let next = 0
+  const t0 = now()
+  await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
+    while (next < CONCURRENT) await call(next++)
+  }))
+  const seconds = (now() - t0) / 1e6
+  return { sequential: { ...summary(us), ...perCall }, concurrent: { inFlight: IN_FLIGHT, n: CONCURRENT, callsPerSec: CONCURRENT / seconds } }
+}
+
+/** A line echo peer with the same framing and JSON work as rpc.js, minus the RPC bookkeeping. */
+async function floor() {
+  const child = spawn(python, ['-u', arg1], { stdio: ['pipe', 'pipe', 'inherit'] })
+  /** @type {Array<(line: string) => void>} */
+  const waiting = []
+  let buffer = ''
+  child.stdout.setEncoding('utf8')
+  child.stdout.on('data', (/** @type {string} */ chunk) => {
+    buffer += chunk
+    let newline
+    while ((newline = buffer.indexOf('\n')) >= 0) {
+      const line = buffer.slice(0, newline)
+      buffer = buffer.slice(newline + 1)
+      const resolve = /** @type {(line: string) => void} */ (waiting.shift())
+      resolve(line)
+    }
+  })
+  const call = (/** @type {number} */ i) => new Promise((resolve) => {
+    waiting.push((line) => resolve(JSON.parse(line)))
+    child.stdin.write(JSON.stringify({ jsonrpc: '2.0', id: i, method: 'tools/execute', params: executeParams(i) }) + '\n')
+  })
+  const result = await measure(call, child.pid)
+  child.stdin.end()
+  await new Promise((resolve) => child.on('exit', resolve))
+  return result
+}
+
+/** @param {string} root */
+async function loadRpc(root) {
+  return (await import(pathToFileURL(join(root, 'node_shim', 'rpc.js')).href)).Rpc
+}
+
+/** Start `python -m bridge` the way the shim does and finish the handshake. */
+async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n) {
+  const t0 = now()
+  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } })
+  const exited = new Promise((resolve) => child.on('exit', resolve))
+  const rpc = new Rpc(child.stdin, child.stdout)
+  const reply = await rpc.request('initialize', {
+    protocolVersion: 1, host: {}, config: { trace: join(tmp, `trace-${n}.jsonl`), mock: { enabled: false } }, cwd: tmp, pid: process.pid,
+  })
+  const handshakeUs = now() - t0
+  if (!reply.hooks.includes('tools')) throw new Error(`tools hooks not opened: ${JSON.stringify(reply)}`)
+  const stop = async () => {
+    const status = await rpc.request('shutdown', {})
+    rpc.closing = true
+    child.stdin.end()
+    const code = await exited
+    if (status.exitCode !== 0 || code !== 0) throw new Error(`sidecar shutdown ${JSON.stringify(status)}, exit ${code}`)
+  }
+  return { rpc, handshakeUs, stop, pid: child.pid }
+}
+
+async function bridge() {
+  const Rpc = await loadRpc(arg1)
+  const { rpc, stop, pid } = await startSidecar(Rpc, arg2, 0)
+  const call = async (/** @type {number} */ i) => {
+    const decision = await rpc.request('tools/execute', executeParams(i))
+    if (decision.action !== 'next') throw new Error(`unexpected decision ${JSON.stringify(decision)}`)
+  }
+  const result = await measure(call, pid)
+  await stop()
+  return result
+}
+
+async function startup() {
+  const Rpc = await loadRpc(arg1)
+  const us = []
+  for (let n = 0; n < STARTUPS; n++) {
+    const { handshakeUs, stop } = await startSidecar(Rpc, arg2, n)
+    us.push(handshakeUs)
+    await stop()
+  }
+  return summary(us)
+}
+
+const modes = { floor, bridge, startup }
+const run = modes[/** @type {keyof typeof modes} */ (mode)]
+if (run === undefined) throw new Error(`unknown mode ${mode}`)
+process.stdout.write(JSON.stringify(await run()) + '\n')

@@ -1,0 +1,10 @@
+"""Bridge tests run on asyncio, the backend ``python -m bridge`` uses."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

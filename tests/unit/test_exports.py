@@ -1,0 +1,28 @@
+"""The public surface of each package is small and pinned."""
+
+from __future__ import annotations
+
+import python_core.mock
+import python_core.subagent_cassette
+import python_core.tool_cassette
+
+
+def test_tool_cassette_exports() -> None:
+    assert {"ToolCassetteSession", "parse_config", "verify_file", "load"} <= set(python_core.tool_cassette.__all__)
+
+
+def test_mock_exports() -> None:
+    assert {"MockPlan", "MockSessions", "parse_command", "load_source"} <= set(python_core.mock.__all__)
+
+
+def test_subagent_cassette_exports() -> None:
+    assert set(python_core.subagent_cassette.__all__) == {
+        "CallHandle", "CassetteConfig", "CloseReport", "Forward", "Miss", "Replay", "RunOutcome",
+        "StartRequest", "SubagentCassette", "UpstreamFacts", "parse_config",
+    }
+
+
+def test_every_exported_name_exists() -> None:
+    for module in (python_core.tool_cassette, python_core.mock, python_core.subagent_cassette):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
