@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 from dshrun import ROOT, Dsh, wait_for
@@ -120,3 +121,30 @@ def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: Dsh) 
     assert Path(run.trace[0]["bridge"]) == ROOT / "bridge"
     titles = [e["data"].get("title") for e in run.events("session/title")]
     assert "Edited title" in titles
+
+
+def test_host_install_on_a_set_up_prefix_changes_nothing() -> None:
+    state = ROOT / ".host" / "host.json"
+    before = state.stat().st_mtime_ns
+
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "host", "install", "--prefix", str(ROOT / ".host")],
+        capture_output=True, text=True, timeout=120,
+    )
+
+    assert proc.returncode == 0, proc.stderr
+    assert state.stat().st_mtime_ns == before
+    assert proc.stderr == ""
+
+
+def test_doctor_reports_versions_and_a_working_headless_boot() -> None:
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "host", "doctor", "--prefix", str(ROOT / ".host")],
+        capture_output=True, text=True, timeout=180,
+    )
+
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = dict(line.split(":", 1) for line in proc.stdout.splitlines())
+    assert lines["dsh"].strip() == "0.1.0-rc.8"
+    assert lines["plugin"].strip() == "installed"
+    assert lines["boot"].strip() == "ok"

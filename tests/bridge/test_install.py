@@ -1,0 +1,53 @@
+"""Packing the shim and the managed hmr block of the profile layer."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+from bridge.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
+from node_shim import SHIM_DIR
+
+
+def test_pack_is_deterministic_and_carries_install_json(tmp_path: Path) -> None:
+    extra = {"install.json": b'{"python": ["/venv/bin/python"]}\n'}
+
+    first = pack_package(SHIM_DIR, tmp_path / "a", extra)
+    second = pack_package(SHIM_DIR, tmp_path / "b", extra)
+
+    assert first.name == second.name
+    assert first.read_bytes() == second.read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(first.read_bytes())) as tar:
+        names = sorted(tar.getnames())
+        assert names == sorted(f"package/{n}" for n in [
+            "package.json", "index.js", "rpc.js", "cordis.patch.yml", "README.md", "install.json"])
+        manifest = json.loads(tar.extractfile("package/package.json").read())  # type: ignore[union-attr]
+    assert manifest["dsh"] == {"bundle": {"patch": "./cordis.patch.yml"}}
+
+
+def test_a_changed_package_gets_a_new_tarball_name(tmp_path: Path) -> None:
+    one = pack_package(SHIM_DIR, tmp_path, {"install.json": b'{"python": ["a"]}'})
+    two = pack_package(SHIM_DIR, tmp_path, {"install.json": b'{"python": ["b"]}'})
+
+    assert one.name != two.name
+
+
+def test_hmr_fix_replaces_the_initial_empty_layer(tmp_path: Path) -> None:
+    layer = tmp_path / "cordis.patch.yml"
+    layer.write_text("# Your patch layer for this dsh profile\n[]\n")
+
+    _ensure_hmr_fix(layer)
+
+    assert layer.read_text() == "# Your patch layer for this dsh profile\n\n" + HMR_BLOCK
+
+
+def test_hmr_fix_is_added_once_after_the_users_rows(tmp_path: Path) -> None:
+    layer = tmp_path / "cordis.patch.yml"
+    layer.write_text("- id: sidecar\n  disabled: false\n")
+
+    _ensure_hmr_fix(layer)
+    _ensure_hmr_fix(layer)
+
+    assert layer.read_text() == "- id: sidecar\n  disabled: false\n\n" + HMR_BLOCK
