@@ -180,6 +180,15 @@ class MockDriver:
         code = outcome.code if outcome is not None else None
         return ObservedResult(call_id=call_id, tool=tool, is_error=is_error, error_code=code, session_id=session)
 
+    def end_session(self, session_id: str) -> None:
+        """Drop every plan, route and refusal of a session that ended (idempotent)."""
+        for plan in self.sessions.drop_session(session_id):
+            plan.cancel()
+        self._mock_turn.pop(session_id, None)
+        self._restore.pop(session_id, None)
+        for key in [k for k in self._refused if k[0] == session_id]:
+            del self._refused[key]
+
     def close(self) -> list[SidecarError]:
         """Drop every plan (idempotent); nothing here fails the run."""
         self.sessions.dispose_all()

@@ -40,6 +40,7 @@ __all__ = [
     "RouteParams",
     "RouteResult",
     "SeenResult",
+    "SessionEndParams",
     "ShutdownParams",
     "ShutdownResult",
     "SubagentDecision",
@@ -202,6 +203,12 @@ class PreStepResult(_Closed):
     status: MockStatus | None = None
 
 
+class SessionEndParams(_Closed):
+    """``mock/session-end`` (notification): the agent left the registry; drop its state."""
+
+    sessionId: str
+
+
 class MockCommandParams(_Closed):
     """``mock/command``: a ``/mock`` slash command (web UI, followup, steer)."""
 
@@ -289,6 +296,7 @@ METHODS: dict[str, Method] = {
     "mock/pre-step": Method(PreStepParams, PreStepResult),
     "mock/route": Method(RouteParams, RouteResult),
     "mock/command": Method(MockCommandParams, MockCommandResult),
+    "mock/session-end": Method(SessionEndParams, None),
     "subagent/hello": Method(UpstreamFacts, Empty),
     "subagent/start": Method(StartRequest, SubagentDecision),
     "subagent/published": Method(SubagentPublishedParams, None),

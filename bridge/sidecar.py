@@ -28,6 +28,7 @@ from bridge.protocol import (
     ResultParams,
     RouteParams,
     RouteResult,
+    SessionEndParams,
     ShutdownParams,
     ShutdownResult,
     SubagentDecision,
@@ -76,6 +77,7 @@ class Sidecar:
             "mock/pre-step": self.mock_pre_step,
             "mock/route": self.mock_route,
             "mock/command": self.mock_command,
+            "mock/session-end": self.mock_session_end,
             "subagent/hello": self.subagent_hello,
             "subagent/start": self.subagent_start,
             "subagent/published": self.subagent_published,
@@ -189,6 +191,10 @@ class Sidecar:
         """``subagent/outcome``: a forwarded run settled."""
         self._subagents().outcome(params)
         return Empty()
+
+    async def mock_session_end(self, params: SessionEndParams) -> None:
+        """``mock/session-end``: forget the session's plans and routes (idempotent)."""
+        self._mock().end_session(params.sessionId)
 
     async def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""

@@ -299,6 +299,13 @@ function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
     return reply.route ?? proposed
   }, { prepend: true })
 
+  ctx.on('agent/disposed', (/** @type {any} */ { agent }) => {
+    const sessionId = String(agent.id)
+    agents.delete(sessionId)
+    current.delete(sessionId)
+    rpc.notify('mock/session-end', { sessionId })
+  })
+
   // Web UI, followup and steer: Python checks the grammar now; the turn itself starts when the
   // queued message enters a step (mock/pre-step), exactly like a headless `/mock` task.
   ctx.inject(['commands'], (/** @type {any} */ cctx) => {

@@ -1,0 +1,96 @@
+"""The mock route's driver: routing per turn, restore, plans, and session teardown."""
+
+from __future__ import annotations
+
+import pytest
+
+from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
+from bridge.protocol import LlmStreamParams, PreStepParams, Route, RouteParams, SeenResult
+from bridge.trace import Trace
+from python_core.config import MockConfig
+from python_core.errors import SidecarError
+
+REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
+
+
+def driver() -> MockDriver:
+    return MockDriver(MockConfig(default_gap_ms=0), Trace(None))
+
+
+def pre_step(d: MockDriver, text: str, turn: int = 1, session: str = "s1") -> bool:
+    return d.pre_step(PreStepParams(sessionId=session, turn=turn, step=1, cwd="/work", texts=[text])).mock
+
+
+def route(d: MockDriver, turn: int, proposed: Route, session: str = "s1") -> Route | None:
+    return d.route(RouteParams(sessionId=session, turn=turn, step=1, proposed=proposed)).route
+
+
+def stream(d: MockDriver, turn: int, results: list[SeenResult] | None = None, session: str = "s1") -> LlmStreamParams:
+    return LlmStreamParams(sessionId=session, purpose=None, turn=turn, step=1, results=results or [], tools=[])
+
+
+def test_only_the_mock_turn_is_routed_and_the_real_route_comes_back() -> None:
+    d = driver()
+    assert pre_step(d, '/mock run echo({"text": "a"})')
+
+    assert route(d, 1, REAL) == MOCK_ROUTE
+    assert route(d, 1, MOCK_ROUTE) == MOCK_ROUTE
+    assert route(d, 2, MOCK_ROUTE) == REAL
+    assert route(d, 2, REAL) is None
+
+
+def test_ordinary_text_does_not_start_a_mock_turn() -> None:
+    d = driver()
+
+    assert not pre_step(d, "please run the tests")
+    assert route(d, 1, REAL) is None
+
+
+@pytest.mark.anyio
+async def test_a_plan_emits_its_call_then_the_final_text() -> None:
+    d = driver()
+    pre_step(d, '/mock run echo({"text": "a"})')
+
+    first = await d.stream(stream(d, 1))
+    assert first.kind == "tool-calls"
+    (call,) = first.calls
+    d.observe(call.id, "echo", False, None)
+    final = await d.stream(stream(d, 1, [SeenResult(callId=call.id, tool="echo", isError=False)]))
+
+    assert final.kind == "text"
+    assert final.status is not None and final.status.state == "succeeded"
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_result_stops_the_plan_with_its_code() -> None:
+    d = driver()
+    pre_step(d, '/mock run nope({"x": 1})')
+    (call,) = (await d.stream(stream(d, 1))).calls
+    d.observe(call.id, "nope", True, "UNKNOWN_TOOL")
+
+    stop = await d.stream(stream(d, 1, [SeenResult(callId=call.id, tool="nope", isError=True)]))
+
+    assert (stop.kind, stop.code) == ("error", "UNKNOWN_TOOL")
+
+
+@pytest.mark.anyio
+async def test_a_refused_command_fails_the_turn_once() -> None:
+    d = driver()
+    pre_step(d, "/mock run echo({text: 1})")
+
+    with pytest.raises(SidecarError, match="INVALID_COMMAND"):
+        await d.stream(stream(d, 1))
+    assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
+
+
+@pytest.mark.anyio
+async def test_session_end_drops_plans_and_routes_and_is_idempotent() -> None:
+    d = driver()
+    pre_step(d, '/mock run echo({"text": "a"})')
+    route(d, 1, REAL)
+
+    d.end_session("s1")
+    d.end_session("s1")
+
+    assert route(d, 2, MOCK_ROUTE) is None
+    assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
