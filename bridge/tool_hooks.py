@@ -122,7 +122,7 @@ class ToolHooks:
         report = self.cassette.close()
         stats = report.stats
         note = (
-            f"tool cassette {stats.mode}: {stats.started} selected calls, "
+            f"tool cassette {stats.mode}: {stats.selected} selected calls, "
             + (f"{stats.recorded} recorded, published: {'yes' if report.published else 'no'}"
                if stats.mode == "record"
                else f"{stats.consumed} consumed, {stats.unconsumed} unconsumed, "

@@ -151,6 +151,8 @@ class CassetteStats(msgspec.Struct, frozen=True):
     refused: int
     cancelled_before_dispatch: int
     poisoned: bool
+    selected: int = 0
+    """Selected calls that entered ``tools/execute``, refused ones included."""
 
 
 class CloseReport(msgspec.Struct, frozen=True):
@@ -307,6 +309,7 @@ class ToolCassetteSession(abc.ABC):
         self._calls: dict[str, _Call] = {}
         self._errors: list[SidecarError] = []
         self._ordinals = 0
+        self._selected = 0
         self._refused = 0
         self._cancelled_before_dispatch = 0
 
@@ -426,6 +429,7 @@ class RecordSession(ToolCassetteSession):
         """Write ``call/start`` and let the real tool run; refuse only if that is impossible."""
         _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
         assert phase is CallPhase.EXECUTED
+        self._selected += 1
         if self.state is SessionState.FAILED:
             self._calls[event.handle] = _Call(phase, event.tool, event.path, None)
             return Passthrough()
@@ -538,7 +542,7 @@ class RecordSession(ToolCassetteSession):
             mode=self.mode, state=self.state.value, started=self._ordinals,
             recorded=self._recorded, consumed=0, unconsumed=0, pending=self._pending(),
             refused=self._refused, cancelled_before_dispatch=self._cancelled_before_dispatch,
-            poisoned=False,
+            poisoned=False, selected=self._selected,
         )
 
 
@@ -571,6 +575,7 @@ class ReplaySession(ToolCassetteSession):
         """Serve the record at the next ordinal if the identity matches exactly."""
         _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
         assert phase is CallPhase.EXECUTED
+        self._selected += 1
         if self.state is SessionState.POISONED:
             return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
         try:
@@ -661,5 +666,5 @@ class ReplaySession(ToolCassetteSession):
             consumed=self._consumed, unconsumed=len(self._records) - self._consumed,
             pending=self._pending(), refused=self._refused,
             cancelled_before_dispatch=self._cancelled_before_dispatch,
-            poisoned=bool(self._errors),
+            poisoned=bool(self._errors), selected=self._selected,
         )

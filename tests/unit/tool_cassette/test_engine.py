@@ -123,6 +123,15 @@ def test_replay_poisons_after_first_mismatch(replay: ToolCassetteSession) -> Non
     ]
 
 
+def test_refused_calls_after_poison_still_count_as_selected(replay: ToolCassetteSession) -> None:
+    execute(replay, "a", args=b"{}")
+    execute(replay, "b")
+
+    stats = replay.statistics()
+
+    assert (stats.selected, stats.started) == (2, 1)
+
+
 def test_replay_close_lists_the_first_mismatch_then_unconsumed(
     replay: ToolCassetteSession,
 ) -> None:
