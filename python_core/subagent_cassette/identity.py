@@ -124,11 +124,18 @@ def parent_surface(events: list[ParentEvent]) -> list[dict[str, Any]]:
     plugin runtime-context snapshots (they embed the workspace path), tool-call ids and
     ``toolCallId`` links. Other event types are ignored.
 
+    The surface ends before the latest ``assistant/message``: that message holds the
+    delegating call and its siblings, so keeping it would fold every sibling's request (and
+    results of siblings that finished first) into each call's parent context.
+
     Raises:
         InvalidStartRequest: a kept event lacks its content array.
     """
     surface: list[dict[str, Any]] = []
-    for index, event in enumerate(events):
+    last_assistant = max(
+        (i for i, event in enumerate(events) if event.type == "assistant/message"), default=len(events)
+    )
+    for index, event in enumerate(events[:last_assistant]):
         where = f"parentEvents/{index}/data"
         data = event.data
         if event.type == "user/message":

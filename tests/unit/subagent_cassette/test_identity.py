@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import msgspec
@@ -70,6 +71,18 @@ def test_tool_call_ids_and_session_ids_do_not_change_parent_fingerprint(make_sta
     assert parent_context_fingerprint(one) == parent_context_fingerprint(two)
 
 
+def test_the_delegating_message_and_its_siblings_do_not_enter_the_parent_context(make_start: Any) -> None:
+    def delegating(prompt: str) -> dict[str, Any]:
+        arguments = json.dumps({"prompt": prompt})
+        call = {"type": "tool-call", "id": "c1", "name": "subagent", "arguments": arguments}
+        return {"type": "assistant/message", "data": {"message": {"content": [call]}}}
+
+    one = make_start(events=[_assistant("earlier"), _tool_result("earlier"), delegating("a")])
+    two = make_start(events=[_assistant("earlier"), _tool_result("earlier"), delegating("b"), _tool_result("c1")])
+
+    assert parent_context_fingerprint(one) == parent_context_fingerprint(two)
+
+
 def test_user_text_changes_parent_fingerprint(make_start: Any) -> None:
     plain = make_start()
     other = make_start(
@@ -121,7 +134,7 @@ def test_request_without_canonical_form_names_the_location(make_start: Any) -> N
 
 
 def test_malformed_parent_event_is_refused(make_start: Any) -> None:
-    bad = make_start(events=[{"type": "assistant/message", "data": {"message": "nope"}}])
+    bad = make_start(events=[{"type": "assistant/message", "data": {"message": "nope"}}, _assistant("c")])
     with pytest.raises(InvalidStartRequest, match="content is not an array at parentEvents/0/data"):
         parent_context_fingerprint(bad)
 
