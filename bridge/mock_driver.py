@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import anyio
 
 from bridge.protocol import (
+    CancelParams,
+    CancelResult,
     LlmResponse,
     LlmStreamParams,
     MockCommandParams,
@@ -71,6 +73,7 @@ class MockDriver:
         self._refused: dict[tuple[str, int], SidecarError] = {}
         self._restore: dict[str, Route] = {}
         self._outcomes: dict[str, _Outcome] = {}
+        self._cancelled: dict[tuple[str, int], MockPlan] = {}
 
     def observe(self, call_id: str, tool: str, is_error: bool, code: str | None) -> None:
         """Remember a final tool outcome (from ``tools/result``) for the plan's judgement."""
@@ -163,6 +166,8 @@ class MockDriver:
         except anyio.get_cancelled_exc_class():
             plan.cancel()
             self.sessions.finish(plan.session_id, plan.turn_id)
+            self._cancelled[key] = plan
+            self.trace.write("llm/stream", session=params.sessionId, turn=params.turn, cancelled=True)
             raise
         if isinstance(action, EmitToolCalls):
             calls = [ToolCallOut(id=c.call_id, name=c.name, arguments=c.arguments_json) for c in action.calls]
@@ -180,12 +185,30 @@ class MockDriver:
         code = outcome.code if outcome is not None else None
         return ObservedResult(call_id=call_id, tool=tool, is_error=is_error, error_code=code, session_id=session)
 
+    def cancel(self, params: CancelParams) -> CancelResult:
+        """The host aborted the turn's stream: cancel its plan (idempotent), return the final status.
+
+        The cancelled ``llm/stream`` gets no answer to carry the terminal status, so the shim asks
+        for it here and appends it before the turn closes.
+        """
+        plan = self.sessions.lookup(params.sessionId, str(params.turn))
+        if plan is None:
+            plan = self._cancelled.get((params.sessionId, params.turn))
+        else:
+            plan.cancel()
+            self.sessions.finish(plan.session_id, plan.turn_id)
+        self._cancelled.pop((params.sessionId, params.turn), None)
+        self.trace.write("mock/cancel", session=params.sessionId, turn=params.turn, found=plan is not None)
+        return CancelResult(status=None if plan is None else plan.status())
+
     def end_session(self, session_id: str) -> None:
         """Drop every plan, route and refusal of a session that ended (idempotent)."""
         for plan in self.sessions.drop_session(session_id):
             plan.cancel()
         self._mock_turn.pop(session_id, None)
         self._restore.pop(session_id, None)
+        for key in [k for k in self._cancelled if k[0] == session_id]:
+            del self._cancelled[key]
         for key in [k for k in self._refused if k[0] == session_id]:
             del self._refused[key]
 

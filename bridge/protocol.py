@@ -21,6 +21,8 @@ __all__ = [
     "METHODS",
     "NODE_TO_PY",
     "PROTOCOL_VERSION",
+    "CancelParams",
+    "CancelResult",
     "Empty",
     "ExecuteDecision",
     "ExecuteParams",
@@ -203,6 +205,19 @@ class PreStepResult(_Closed):
     status: MockStatus | None = None
 
 
+class CancelParams(_Closed):
+    """``mock/cancel``: the host aborted the mock stream of ``turn``."""
+
+    sessionId: str
+    turn: int
+
+
+class CancelResult(_Closed):
+    """The plan's terminal status, for the shim to append before the turn closes."""
+
+    status: MockStatus | None
+
+
 class SessionEndParams(_Closed):
     """``mock/session-end`` (notification): the agent left the registry; drop its state."""
 
@@ -301,4 +316,5 @@ METHODS: dict[str, Method] = {
     "subagent/start": Method(StartRequest, SubagentDecision),
     "subagent/published": Method(SubagentPublishedParams, None),
     "subagent/outcome": Method(SubagentOutcomeParams, Empty),
+    "mock/cancel": Method(CancelParams, CancelResult),
 }

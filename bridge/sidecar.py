@@ -12,6 +12,8 @@ import sys
 from bridge.mock_driver import MockDriver
 from bridge.protocol import (
     PROTOCOL_VERSION,
+    CancelParams,
+    CancelResult,
     Empty,
     ExecuteDecision,
     ExecuteParams,
@@ -78,6 +80,7 @@ class Sidecar:
             "mock/route": self.mock_route,
             "mock/command": self.mock_command,
             "mock/session-end": self.mock_session_end,
+            "mock/cancel": self.mock_cancel,
             "subagent/hello": self.subagent_hello,
             "subagent/start": self.subagent_start,
             "subagent/published": self.subagent_published,
@@ -191,6 +194,10 @@ class Sidecar:
         """``subagent/outcome``: a forwarded run settled."""
         self._subagents().outcome(params)
         return Empty()
+
+    async def mock_cancel(self, params: CancelParams) -> CancelResult:
+        """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
+        return self._mock().cancel(params)
 
     async def mock_session_end(self, params: SessionEndParams) -> None:
         """``mock/session-end``: forget the session's plans and routes (idempotent)."""

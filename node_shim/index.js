@@ -265,11 +265,20 @@ function installMockRoute(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
     async *stream(options) {
       const sessionId = String(options.sessionId ?? '')
       const where = current.get(sessionId)
-      const reply = await rpc.request('llm/stream', {
-        sessionId, purpose: options.purpose ?? null, turn: where?.turn ?? null, step: where?.step ?? null,
-        results: latestResults(options.messages ?? []),
-        tools: (options.tools ?? []).map((/** @type {any} */ t) => t.name),
-      }, options.signal)
+      let reply
+      try {
+        reply = await rpc.request('llm/stream', {
+          sessionId, purpose: options.purpose ?? null, turn: where?.turn ?? null, step: where?.step ?? null,
+          results: latestResults(options.messages ?? []),
+          tools: (options.tools ?? []).map((/** @type {any} */ t) => t.name),
+        }, options.signal)
+      } catch (error) {
+        if (options.signal?.aborted && where !== undefined) {
+          const final = await rpc.request('mock/cancel', { sessionId, turn: where.turn }).catch(() => null)
+          appendStatus(agents.get(sessionId), final?.status)
+        }
+        throw error
+      }
       appendStatus(agents.get(sessionId), reply.status)
       if (reply.kind === 'error') throw new LlmError(reply.text, reply.code)
       yield* chunksOf(reply)

@@ -234,6 +234,20 @@ def test_interrupting_a_replay_during_a_wait_runs_no_later_step(dsh: Dsh) -> Non
     assert script.read_bytes() == before["long-wait.json"]
 
 
+def test_a_user_cancel_during_a_wait_ends_the_turn_with_a_cancelled_status(dsh: Dsh) -> None:
+    _write_script(dsh, "cancelled.json", _tool("cancel_later", ms=300), {"wait": 30000}, _tool("echo", text="never"))
+
+    run = dsh.run("/mock replay cancelled.json")
+
+    assert run.rc == 1
+    assert run.bodies() == ["cancel_later"]
+    events = _own(run)
+    assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["aborted"]
+    statuses = [e["data"] for e in events if e["type"] == "mock/status"]
+    assert (statuses[-1]["state"], statuses[-1]["steps_completed"]) == ("cancelled", 1)
+    assert run.elapsed < 25
+
+
 def test_a_converted_session_log_replays_the_same_tool_calls(make_dsh: MakeDsh) -> None:
     recorder = make_dsh()
     _write_script(
