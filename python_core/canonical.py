@@ -22,7 +22,9 @@ from python_core.errors import CanonicalJsonError
 
 __all__ = [
     "MAX_SAFE_INTEGER",
+    "NOT_CANONICAL",
     "canonical_bytes",
+    "decode_canonical",
     "digest",
     "digest_bytes",
     "is_canonical",
@@ -89,8 +91,11 @@ def _prepare(value: Any, path: list[str | int]) -> Any:
     if value is None or value is True or value is False:
         return value
     if isinstance(value, str):
-        if not value.isascii() and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
-            raise CanonicalJsonError(pointer(path) or "/", "lone surrogate in a string")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CanonicalJsonError(pointer(path) or "/", "lone surrogate in a string") from None
         return value
     if isinstance(value, int):
         if abs(value) > MAX_SAFE_INTEGER:
@@ -103,6 +108,10 @@ def _prepare(value: Any, path: list[str | int]) -> Any:
             raise CanonicalJsonError(pointer(path) or "/", "negative zero")
         if value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
             return int(value)
+        if value.is_integer() and abs(value) < 1e21:
+            # JavaScript prints these as plain integer literals beyond the safe range, which
+            # would read back as unsafe integers: refuse them like the integers they print as.
+            raise CanonicalJsonError(pointer(path) or "/", "integer outside +-(2^53-1)")
         return msgspec.Raw(_js_number(value).encode())
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
@@ -205,14 +214,68 @@ def loads_strict(data: bytes | str) -> Any:
         raise CanonicalJsonError(where, "not valid JSON") from None
 
 
+def _plain_float(text: str) -> float:
+    """Accept a float literal only if JavaScript prints it the same way (else: slow path)."""
+    # Exponents, integral floats (`1.0` is `1` in JS) and non-shortest forms differ; -0.0 too.
+    if "e" in text or "E" in text or text.endswith(".0"):
+        raise ValueError(text)
+    value = float(text)
+    if repr(value) != text:
+        raise ValueError(text)
+    return value
+
+
+_CHECKER = msgspec.json.Decoder(float_hook=_plain_float)
+_SORTED = msgspec.json.Encoder(order="sorted")
+# Digits become `0` and UTF-8 lead bytes of characters above U+FFFF become `!`, so one C-speed
+# pass finds a 16-digit run (a possibly unsafe integer) or an astral character (UTF-16 and
+# code-point key orders differ only there).
+_MARKS = bytes.maketrans(b"0123456789\xf0\xf1\xf2\xf3\xf4", b"0000000000!!!!!")
+_LONG_DIGITS = b"0" * 16
+
+
+class _NotCanonical:
+    """The type of ``NOT_CANONICAL``."""
+
+    def __repr__(self) -> str:
+        return "NOT_CANONICAL"
+
+
+NOT_CANONICAL = _NotCanonical()
+
+
+def decode_canonical(line: bytes) -> Any:
+    """Decode ``line`` if it is byte-for-byte the canonical encoding of what it holds.
+
+    Returns the value, or ``NOT_CANONICAL``.
+
+    Verifiers call this per line. Most lines take a C-speed path: when every float literal is
+    printed as JavaScript prints it, no integer has 16 digits and no character is above
+    U+FFFF, msgspec's sorted encoding is the profile's, so one decode and one encode decide.
+    Other lines are checked by ``canonical_bytes``.
+    """
+    marked = line.translate(_MARKS)
+    if b"!" not in marked and _LONG_DIGITS not in marked:
+        try:
+            value = _CHECKER.decode(line)
+        except msgspec.DecodeError:
+            value = NOT_CANONICAL  # a float JavaScript prints differently, or not JSON
+        if value is not NOT_CANONICAL:
+            try:
+                return value if _SORTED.encode(value) == line else NOT_CANONICAL
+            except UnicodeEncodeError:
+                return NOT_CANONICAL
+    try:
+        value = _DECODER.decode(line)
+        return value if canonical_bytes(value) == line else NOT_CANONICAL
+    except (msgspec.DecodeError, CanonicalJsonError):
+        return NOT_CANONICAL
+
+
 def is_canonical(line: bytes) -> bool:
     """Tell whether ``line`` is byte-for-byte the canonical encoding of what it holds.
 
-    Fast path for verifiers: decode once with msgspec and re-encode; a duplicate key, a
-    non-sorted key, whitespace or a non-canonical number all change the bytes.
+    A duplicate key, a non-sorted key, whitespace or a non-canonical number all change the
+    bytes of the re-encoding.
     """
-    try:
-        value = _DECODER.decode(line)
-        return canonical_bytes(value) == line
-    except (msgspec.DecodeError, CanonicalJsonError):
-        return False
+    return decode_canonical(line) is not NOT_CANONICAL

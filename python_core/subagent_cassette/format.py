@@ -18,7 +18,9 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 
 from python_core.canonical import (
     MAX_SAFE_INTEGER,
+    NOT_CANONICAL,
     canonical_bytes,
+    decode_canonical,
     digest,
     digest_bytes,
     loads_strict,
@@ -431,8 +433,8 @@ def _decode(line: bytes) -> tuple[Any, bytes | None]:
         CanonicalJsonError: the line breaks the strict profile (duplicate keys, -0, ...).
     """
     try:
-        value = _GENERIC.decode(line)
-        if canonical_bytes(value) == line:
+        value = decode_canonical(line)
+        if value is not NOT_CANONICAL:
             return value, line
     except (msgspec.DecodeError, CanonicalJsonError, UnicodeError, RecursionError):
         pass
