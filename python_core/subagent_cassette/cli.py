@@ -175,3 +175,28 @@ def diff(a: str, b: str, as_json: bool) -> None:
         _print_diff(report)
     if not report.equivalent:
         click.get_current_context().exit(2)
+
+
+# rc.8's default `subagent` tool runs children through startContinuable, which never calls a
+# provider's start(): recording needs the delegation tools in one-shot mode. An id-targeted
+# patch replaces the whole config, so every key of the shipped rows is restated.
+ONE_SHOT_PATCH = """\
+# dsh-sidecar: delegation tools in one-shot mode, so the subagent cassette sees every child.
+# Use with `dsh --profile headless --patch <this file> ...` or append to your profile layer.
+- id: tool-subagent
+  config:
+    provider: spawn
+    toolName: subagent
+    backgroundMode: one-shot
+- id: tool-subagent-fork
+  config:
+    provider: fork
+    toolName: subagent_fork
+    backgroundMode: one-shot
+"""
+
+
+@cli.command("one-shot-patch")
+def one_shot_patch() -> None:
+    """Print the profile patch that switches the delegation tools to one-shot mode."""
+    click.echo(ONE_SHOT_PATCH, nl=False)

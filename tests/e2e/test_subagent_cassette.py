@@ -281,3 +281,19 @@ def test_diff_finds_two_recordings_of_one_run_equivalent_and_a_changed_prompt_di
     assert different.returncode == 2, different.stdout + different.stderr
     assert different.stdout.startswith("different: 0 unchanged, 1 added, 1 removed")
     assert "from child" not in different.stdout and "zebra" not in different.stdout
+
+
+def test_the_shipped_one_shot_patch_makes_the_default_tool_recordable(make_dsh: MakeDsh) -> None:
+    patch = _cli("one-shot-patch")
+    assert patch.returncode == 0
+    dsh = make_dsh(
+        sidecar={"subagentCassette": {"mode": "record", "file": CASSETTE, "provider": {"transparent": True}}},
+        extra_patch=RENAMED_SPAWN + patch.stdout,
+    )
+
+    # run_in_background omitted: the default that would go through startContinuable.
+    run = dsh.run(f"/mock run {_call(CHILD_PROMPT, background=None)}")
+
+    assert run.rc == 0, run.stderr
+    assert run.bodies() == ["echo"]
+    assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
