@@ -30,6 +30,7 @@ from bridge.trace import Trace
 from python_core.config import MockConfig
 from python_core.errors import SidecarError
 from python_core.mock import (
+    DEFAULT_NESTED_TOOLS,
     EmitFinal,
     EmitToolCalls,
     MockPlan,
@@ -116,7 +117,7 @@ class MockDriver:
             )
             # A replayed nested tool would run its children live: refuse it up front. A `run`
             # names its calls explicitly, so it may delegate (that is how subagents are tested).
-            reject_nested_tools(script)
+            reject_nested_tools(script, nested_tools=DEFAULT_NESTED_TOOLS | set(self.config.nested_tools))
             mode, overwrite = "replay", command.overwrite_wait_ms
         else:
             script, source_format, name, mode = command.script, "command", None, "run"

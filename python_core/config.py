@@ -27,6 +27,8 @@ class MockConfig:
 
     enabled: bool = True
     default_gap_ms: int = 100
+    nested_tools: tuple[str, ...] = ()
+    """Extra tool names a replay refuses as nested (renamed delegation rows, own composites)."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ def _parse_mock(raw: object) -> MockConfig:
     if not isinstance(raw, dict):
         raise ConfigError("mock", "must be an object")
     for key in raw:
-        if key not in ("enabled", "defaultGapMs"):
+        if key not in ("enabled", "defaultGapMs", "nestedTools"):
             raise ConfigError(f"mock.{key}", "unknown key")
     enabled = raw.get("enabled", True)
     if not isinstance(enabled, bool):
@@ -54,7 +56,10 @@ def _parse_mock(raw: object) -> MockConfig:
     gap = raw.get("defaultGapMs", 100)
     if not isinstance(gap, int) or isinstance(gap, bool) or not 0 <= gap <= 3_600_000:
         raise ConfigError("mock.defaultGapMs", "must be an integer from 0 to 3600000")
-    return MockConfig(enabled=enabled, default_gap_ms=gap)
+    nested = raw.get("nestedTools", [])
+    if not isinstance(nested, list) or not all(isinstance(n, str) and n for n in nested):
+        raise ConfigError("mock.nestedTools", "must be a list of tool names")
+    return MockConfig(enabled=enabled, default_gap_ms=gap, nested_tools=tuple(nested))
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import anyio
 import pytest
 
 from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
@@ -94,3 +97,15 @@ async def test_session_end_drops_plans_and_routes_and_is_idempotent() -> None:
 
     assert route(d, 2, MOCK_ROUTE) is None
     assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
+
+
+def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "s.json").write_text(
+        '{"type": "dsh-mock-script", "version": 1, "steps": [{"tool": "my_team", "args": {}}]}'
+    )
+    d = MockDriver(MockConfig(nested_tools=("my_team",)), Trace(None))
+
+    d.pre_step(PreStepParams(sessionId="s1", turn=1, step=1, cwd=str(tmp_path), texts=["/mock replay s.json"]))
+
+    with pytest.raises(SidecarError, match="UNSUPPORTED_NESTED_TOOL"):
+        anyio.run(d.stream, stream(d, 1))
