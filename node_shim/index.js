@@ -91,10 +91,17 @@ async function startSidecar(config) {
     rpc.fail(new SidecarUnavailable(why))
   })
   const versions = Object.fromEntries(HOST_PACKAGES.map((p) => [p, versionOf(p)]))
-  const reply = await rpc.request('initialize', {
-    protocolVersion: PROTOCOL_VERSION, host: versions, config: plain(config), cwd: process.cwd(), pid: process.pid,
-  })
-  return { rpc, child, exited, reply }
+  try {
+    const reply = await rpc.request('initialize', {
+      protocolVersion: PROTOCOL_VERSION, host: versions, config: plain(config), cwd: process.cwd(), pid: process.pid,
+    })
+    return { rpc, child, exited, reply }
+  } catch (error) {
+    // The plugin will not activate, so no cleanup effect will run: close the child here.
+    rpc.closing = true
+    child.stdin?.end()
+    throw error
+  }
 }
 
 /** @param {import('@deepseek-ai/cordis').Context} ctx @param {any} config */
