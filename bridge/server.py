@@ -1,8 +1,12 @@
 """The anyio session around ``RpcConnection``: one reader, one writer, a scope per request.
 
 Incoming requests are dispatched through ``jsonrpcserver`` with a per-connection method
-table and ``context`` = the sidecar state. Every handler runs in the connection's task group
-under its own ``CancelScope`` so ``$/cancelRequest`` cancels exactly that request.
+table. Two kinds of handler:
+
+- async handlers (waits, slow work) run in the connection's task group, each under its own
+  ``CancelScope``, so ``$/cancelRequest`` cancels exactly that request;
+- inline handlers (the per-call hooks: plain, fast, never awaiting) run in the reader itself,
+  in arrival order, with no task per call: that order is the call order the cassettes number.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from jsonrpcserver import Error, Result, Success
 from jsonrpcserver.async_main import dispatch_to_response
+from jsonrpcserver.main import dispatch_to_response as dispatch_inline
 from oslash.either import Left  # type: ignore[import-untyped]
 
 from bridge.connection import (
@@ -34,11 +39,12 @@ from bridge.connection import (
 from bridge.protocol import METHODS
 from python_core.errors import SidecarError
 
-__all__ = ["MAX_LINE", "Handler", "PeerError", "Server"]
+__all__ = ["MAX_LINE", "Handler", "InlineHandler", "PeerError", "Server"]
 
 MAX_LINE = 64 * 1024 * 1024
 
 Handler = Callable[[Any], Awaitable[msgspec.Struct | None]]
+InlineHandler = Callable[[Any], msgspec.Struct | None]
 
 
 def _incident(exc: BaseException) -> tuple[int, str, dict[str, str]]:
@@ -51,6 +57,13 @@ def _incident(exc: BaseException) -> tuple[int, str, dict[str, str]]:
     }
 
 
+def _failure(exc: Exception) -> Result:
+    if isinstance(exc, SidecarError):
+        return Error(SERVER_ERROR, str(exc), exc.to_wire())
+    code, message, data = _incident(exc)
+    return Error(code, message, data)
+
+
 def _wrap(method: str, handler: Handler) -> Callable[[Any, msgspec.Raw], Awaitable[Result]]:
     decoder = msgspec.json.Decoder(METHODS[method].params)
 
@@ -61,24 +74,53 @@ def _wrap(method: str, handler: Handler) -> Callable[[Any, msgspec.Raw], Awaitab
             return Error(INVALID_PARAMS, f"invalid params for {method}: {exc}")
         try:
             return Success(await handler(params))
-        except SidecarError as exc:
-            return Error(SERVER_ERROR, str(exc), exc.to_wire())
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
-            code, message, data = _incident(exc)
-            return Error(code, message, data)
+            return _failure(exc)
 
     return run
+
+
+def _wrap_inline(method: str, handler: InlineHandler) -> Callable[[Any, msgspec.Raw], Result]:
+    decoder = msgspec.json.Decoder(METHODS[method].params)
+
+    def run(_context: Any, raw: msgspec.Raw) -> Result:
+        try:
+            params = decoder.decode(raw)
+        except msgspec.DecodeError as exc:
+            return Error(INVALID_PARAMS, f"invalid params for {method}: {exc}")
+        try:
+            return Success(handler(params))
+        except Exception as exc:
+            return _failure(exc)
+
+    return run
+
+
+def _request(action: Dispatch) -> dict[str, Any]:
+    # The envelope is already decoded: hand jsonrpcserver the request object, params as one
+    # positional Raw argument (our handlers decode it with their Struct).
+    request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
+    if action.id is not None:
+        request["id"] = action.id
+    return request
 
 
 class Server:
     """Serve one connection until the peer closes its end."""
 
-    def __init__(self, handlers: dict[str, Handler], *, max_line: int = MAX_LINE) -> None:
+    def __init__(
+        self,
+        handlers: dict[str, Handler],
+        *,
+        inline: dict[str, InlineHandler] | None = None,
+        max_line: int = MAX_LINE,
+    ) -> None:
         self.conn = RpcConnection()
         self.max_line = max_line
         self._methods = {name: _wrap(name, fn) for name, fn in handlers.items()}
+        self._inline = {name: _wrap_inline(name, fn) for name, fn in (inline or {}).items()}
         self._scopes: dict[int | str, anyio.CancelScope] = {}
         self._pending: dict[int | str, _Waiter] = {}
         self._outbox: MemoryObjectSendStream[bytes] | None = None
@@ -165,6 +207,10 @@ class Server:
             for action in self.conn.feed(line):
                 if isinstance(action, Send):
                     await outbox.send(action.data)
+                elif isinstance(action, Dispatch) and action.method in self._inline:
+                    answer = self._run_inline(action)
+                    if answer is not None:
+                        await outbox.send(answer)
                 elif isinstance(action, Dispatch):
                     scope = anyio.CancelScope()
                     if action.id is not None:
@@ -184,9 +230,7 @@ class Server:
     async def _run(
         self, action: Dispatch, scope: anyio.CancelScope, outbox: MemoryObjectSendStream[bytes]
     ) -> None:
-        request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
-        if action.id is not None:
-            request["id"] = action.id
+        request = _request(action)
         async with outbox:
             response: Any = None
             with scope:
@@ -196,14 +240,26 @@ class Server:
             if action.id is None:
                 return
             self._scopes.pop(action.id, None)
-            if scope.cancelled_caught or response is None:
-                send = self.conn.respond_error(action.id, SERVER_ERROR, "cancelled")
-            elif isinstance(response, Left):
-                error = response._error
-                send = self.conn.respond_error(action.id, error.code, error.message, _data(error.data))
-            else:
-                send = self.conn.respond(action.id, response._value.result)
-            await outbox.send(send.data)
+            if scope.cancelled_caught:
+                response = None
+            await outbox.send(self._answer(action.id, response))
+
+    def _run_inline(self, action: Dispatch) -> bytes | None:
+        """Run an inline handler to completion; return its answer line (none for notifications)."""
+        request = _request(action)
+        response = dispatch_inline(
+            "", self._inline, context=None, deserializer=lambda _: request, validator=lambda r: r
+        )
+        return None if action.id is None else self._answer(action.id, response)
+
+    def _answer(self, id_: int | str, response: Any) -> bytes:
+        """The answer line for jsonrpcserver's ``response`` (``None``: the request was cancelled)."""
+        if response is None:
+            return self.conn.respond_error(id_, SERVER_ERROR, "cancelled").data
+        if isinstance(response, Left):
+            error = response._error
+            return self.conn.respond_error(id_, error.code, error.message, _data(error.data)).data
+        return self.conn.respond(id_, response._value.result).data
 
 
 class PeerError(SidecarError):

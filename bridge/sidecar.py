@@ -37,7 +37,7 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
 )
-from bridge.server import Handler
+from bridge.server import Handler, InlineHandler
 from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
@@ -68,14 +68,19 @@ class Sidecar:
         self.startup_errors: list[SidecarError] = []
 
     def handlers(self) -> dict[str, Handler]:
-        """The method table this connection serves."""
+        """The async methods: they may wait (and be cancelled)."""
         return {
             "initialize": self.initialize,
             "shutdown": self.shutdown,
+            "llm/stream": self.llm_stream,
+        }
+
+    def inline_handlers(self) -> dict[str, InlineHandler]:
+        """The per-call hooks: fast, never awaiting, run in arrival order."""
+        return {
             "tools/execute": self.tools_execute,
             "tools/post-execute": self.tools_post_execute,
             "tools/result": self.tools_result,
-            "llm/stream": self.llm_stream,
             "mock/pre-step": self.mock_pre_step,
             "mock/route": self.mock_route,
             "mock/command": self.mock_command,
@@ -148,15 +153,15 @@ class Sidecar:
             raise NotInitialized
         return self.mock
 
-    async def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         return self._tool_hooks().execute(params)
 
-    async def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
+    def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
         return self._tool_hooks().post_execute(params)
 
-    async def tools_result(self, params: ResultParams) -> None:
+    def tools_result(self, params: ResultParams) -> None:
         """``tools/result`` notification: the final outcome."""
         self._tool_hooks().result(params)
 
@@ -164,11 +169,11 @@ class Sidecar:
         """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
         return await self._mock().stream(params)
 
-    async def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
+    def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
         """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
         return self._mock().pre_step(params)
 
-    async def mock_route(self, params: RouteParams) -> RouteResult:
+    def mock_route(self, params: RouteParams) -> RouteResult:
         """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
         return self._mock().route(params)
 
@@ -177,33 +182,33 @@ class Sidecar:
             raise NotInitialized
         return self.subagents
 
-    async def subagent_hello(self, params: UpstreamFacts) -> Empty:
+    def subagent_hello(self, params: UpstreamFacts) -> Empty:
         """``subagent/hello``: the upstream provider's facts, before any start."""
         self._subagents().hello(params)
         return Empty()
 
-    async def subagent_start(self, params: StartRequest) -> SubagentDecision:
+    def subagent_start(self, params: StartRequest) -> SubagentDecision:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 
-    async def subagent_published(self, params: SubagentPublishedParams) -> None:
+    def subagent_published(self, params: SubagentPublishedParams) -> None:
         """``subagent/published`` notification."""
         self._subagents().published(params)
 
-    async def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
         """``subagent/outcome``: a forwarded run settled."""
         self._subagents().outcome(params)
         return Empty()
 
-    async def mock_cancel(self, params: CancelParams) -> CancelResult:
+    def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
         return self._mock().cancel(params)
 
-    async def mock_session_end(self, params: SessionEndParams) -> None:
+    def mock_session_end(self, params: SessionEndParams) -> None:
         """``mock/session-end``: forget the session's plans and routes (idempotent)."""
         self._mock().end_session(params.sessionId)
 
-    async def mock_command(self, params: MockCommandParams) -> MockCommandResult:
+    def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
         return self._mock().command(params)
 

@@ -97,11 +97,11 @@ async function loadRpc(root) {
 /** Start `python -m bridge` the way the shim does and finish the handshake. */
 async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n) {
   const t0 = now()
-  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } })
+  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '' } })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   const rpc = new Rpc(child.stdin, child.stdout)
   const reply = await rpc.request('initialize', {
-    protocolVersion: 1, host: {}, config: { trace: join(tmp, `trace-${n}.jsonl`), mock: { enabled: false } }, cwd: tmp, pid: process.pid,
+    protocolVersion: 1, host: {}, config: {}, cwd: tmp, pid: process.pid,
   })
   const handshakeUs = now() - t0
   if (!reply.hooks.includes('tools')) throw new Error(`tools hooks not opened: ${JSON.stringify(reply)}`)

@@ -419,3 +419,33 @@ async def test_answers_ready_together_leave_in_one_write() -> None:
     answers = [msgspec.json.decode(raw) for raw in b"".join(out.writes).splitlines()]
     assert sorted(answer["id"] for answer in answers) == [1, 2, 3, 4]
     assert len(out.writes) < 4
+
+
+async def test_inline_handlers_answer_in_arrival_order_without_a_task_each() -> None:
+    seen: list[str] = []
+
+    def record(params: ExecuteParams) -> ExecuteDecision:
+        seen.append(params.handle)
+        return ExecuteDecision(action="next")
+
+    async with serving(Server({}, inline={"tools/execute": record})) as peer:
+        await peer.write(b"".join(line(**execute(n)) for n in range(1, 6)))
+        assert [(await peer.read())["id"] for _ in range(5)] == [1, 2, 3, 4, 5]
+        await peer.close()
+
+    assert seen == ["h1", "h2", "h3", "h4", "h5"]
+
+
+async def test_an_inline_handler_failure_is_a_named_error_and_serving_goes_on() -> None:
+    def refuse(params: ExecuteParams) -> ExecuteDecision:
+        if params.handle == "h1":
+            raise ProtocolError("refused on purpose")
+        return ExecuteDecision(action="next")
+
+    async with serving(Server({}, inline={"tools/execute": refuse})) as peer:
+        await peer.write(line(**execute(1)) + line(**execute(2)))
+        first, second = await peer.read(), await peer.read()
+        await peer.close()
+
+    assert first["error"]["data"] == {"code": "PROTOCOL_ERROR"}
+    assert second["result"] == {"action": "next"}
