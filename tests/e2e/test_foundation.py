@@ -148,3 +148,15 @@ def test_doctor_reports_versions_and_a_working_headless_boot() -> None:
     assert lines["dsh"].strip() == "0.1.0-rc.8"
     assert lines["plugin"].strip() == "installed"
     assert lines["boot"].strip() == "ok"
+
+
+def test_doctor_on_an_empty_prefix_exits_1_with_a_fix_hint(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "host", "doctor", "--prefix", str(tmp_path / "nothing")],
+        capture_output=True, text=True, timeout=120,
+    )
+
+    assert proc.returncode == 1
+    assert "dsh:     missing" in proc.stdout
+    assert "boot:    not tried" in proc.stdout
+    assert proc.stderr.startswith("fix: run `dsh-sidecar host install`")
