@@ -382,10 +382,15 @@ function startParams(request) {
   }
 }
 
-/** @param {number} ms @param {number} t0 */
-function until(ms, t0) {
+/** Resolve `ms` after `t0`, or as soon as `signal` aborts. @param {number} ms @param {number} t0 @param {AbortSignal} signal */
+function until(ms, t0, signal) {
   const left = ms - (performance.now() - t0)
-  return left > 0 ? new Promise((done) => setTimeout(done, left)) : Promise.resolve()
+  if (left <= 0 || signal.aborted) return Promise.resolve()
+  return new Promise((done) => {
+    const timer = setTimeout(() => { signal.removeEventListener('abort', stop); done(undefined) }, left)
+    const stop = () => { clearTimeout(timer); done(undefined) }
+    signal.addEventListener('abort', stop, { once: true })
+  })
 }
 
 /**
@@ -418,7 +423,7 @@ function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} */ rpc,
 
   const replayRun = async (/** @type {any} */ request, /** @type {any} */ decision, /** @type {number} */ t0) => {
     const outcome = decision.outcome
-    await until(decision.startDelayMs, t0)
+    await until(decision.startDelayMs, t0, request.signal)
     if (request.signal.aborted) throw request.signal.reason ?? new Error('subagent request was aborted before child publication')
     if (outcome.kind === 'start-error') throw recordedError(outcome.error)
     /** @type {(value: any, failed?: boolean) => void} */
@@ -426,7 +431,8 @@ function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} */ rpc,
     const result = new Promise((resolve, reject) => { settle = (value, failed) => (failed ? reject(value) : resolve(value)) })
     const aborted = () => settle({ output: [], stopReason: 'aborted' })
     request.signal.addEventListener('abort', aborted, { once: true })
-    until(decision.delayMs, t0).then(() => {
+    until(decision.delayMs, t0, request.signal).then(() => {
+      if (request.signal.aborted) return
       if (outcome.kind === 'result-error') settle(recordedError(outcome.error), true)
       else settle(outcome.result)
     })

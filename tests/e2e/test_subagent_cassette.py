@@ -297,3 +297,30 @@ def test_the_shipped_one_shot_patch_makes_the_default_tool_recordable(make_dsh: 
     assert run.rc == 0, run.stderr
     assert run.bodies() == ["echo"]
     assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
+
+
+def _script(dsh: Dsh, *steps: dict[str, Any]) -> str:
+    (dsh.cwd / "parent.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": list(steps)}))
+    return "/mock replay parent.json"
+
+
+def test_an_abort_while_a_replayed_run_is_pending_settles_it_as_aborted(make_dsh: MakeDsh) -> None:
+    delegate = {"tool": "delegate", "args": {"label": "audit", "promptFile": "audit.prompt"}}
+    recorder = make_dsh(**_transparent("record"))
+    (recorder.cwd / "audit.prompt").write_text(CHILD_PROMPT)
+    sleepy = {"tool": "sleepy", "args": {"label": "x", "ms": 1}}
+    recorded = recorder.run(_script(recorder, {"parallel": [sleepy, delegate]}))
+    assert recorded.rc == 0, recorded.stderr
+    replay = _transparent("replay")
+    # Recorded timing slowed 1000x: the replayed result would settle minutes later.
+    replay["sidecar"]["subagentCassette"].update(timing="recorded", speed=0.001)
+    replayer = _with_cassette(make_dsh, recorder.cwd / CASSETTE, **replay)
+    (replayer.cwd / "audit.prompt").write_text(CHILD_PROMPT)
+
+    run = replayer.run(_script(replayer, {"parallel": [{"tool": "cancel_later", "args": {"ms": 300}}, delegate]}))
+
+    assert run.rc == 1
+    assert run.elapsed < 8
+    assert run.bodies() == ["cancel_later", "delegate"]
+    assert _children(replayer.cwd) == []
+    assert [e["data"]["reason"]["kind"] for e in run.events("turn/end")] == ["aborted"]
