@@ -33,7 +33,7 @@ _DSH_HOME = click.option(
     "--dsh-home",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="DSH_HOME to use (default: $DSH_HOME, else <prefix>/home).",
+    help="DSH_HOME to use (default: $DSH_HOME, else <prefix>/dsh-home).",
 )
 
 

@@ -7,7 +7,7 @@ Layout of a prefix (default ``./.host``)::
     bin/dsh       wrapper putting bin/ first on PATH and running the installed dsh
     corepack/     COREPACK_HOME (the pnpm download lives here)
     dsh/          package.json pinning dsh rc.8 with the hmr override, node_modules
-    home/         the default DSH_HOME
+    dsh-home/     the default DSH_HOME
     host.json     what was installed, so a second ``install`` is a no-op
 
 Nothing is ever downloaded from nodejs.org: Node comes from PATH or from the PyPI wheel.
@@ -59,6 +59,7 @@ class HostState(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pnpm_version: str
     dsh_version: str
     hmr_version: str
+    dsh_home: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,9 @@ class HostEnv:
 
 
 def host_env(prefix: Path, dsh_home: Path | None = None) -> HostEnv:
-    """Describe the host under ``prefix`` (``DSH_HOME`` defaults to ``prefix/home``)."""
+    """Describe the host under ``prefix`` (``DSH_HOME`` defaults to ``prefix/dsh-home``)."""
     prefix = prefix.resolve()
-    return HostEnv(prefix=prefix, dsh_home=(dsh_home or prefix / "home").resolve())
+    return HostEnv(prefix=prefix, dsh_home=(dsh_home or prefix / "dsh-home").resolve())
 
 
 def _version_of(node: str) -> tuple[int, ...] | None:
@@ -193,6 +194,8 @@ def ensure_host(prefix: Path, dsh_home: Path | None = None, *, log: bool = True)
     Idempotent: when ``host.json`` matches and the binaries answer, nothing is reinstalled.
     """
     env = host_env(prefix, dsh_home)
+    # The dsh wrapper's own default DSH_HOME; a home named per call does not reinstall anything.
+    default_home = host_env(prefix).dsh_home
     node = find_node()
     state = _read_state(env.prefix)
     if (
@@ -200,6 +203,7 @@ def ensure_host(prefix: Path, dsh_home: Path | None = None, *, log: bool = True)
         and state.node == str(node)
         and state.dsh_version == DSH_VERSION
         and state.hmr_version == HMR_VERSION
+        and state.dsh_home == str(default_home)
         and env.node.exists()
         and env.dsh.exists()
         and (env.prefix / "dsh" / "node_modules" / ".bin" / "dsh").exists()
@@ -249,7 +253,7 @@ def ensure_host(prefix: Path, dsh_home: Path | None = None, *, log: bool = True)
         env.dsh,
         "#!/bin/sh\n"
         f'export PATH="{env.bin_dir}:$PATH"\n'
-        f'export DSH_HOME="${{DSH_HOME:-{env.dsh_home}}}"\n'
+        f'export DSH_HOME="${{DSH_HOME:-{default_home}}}"\n'
         f'exec "{dsh_dir / "node_modules" / ".bin" / "dsh"}" "$@"\n',
     )
     dsh_version = _run([str(env.dsh), "--version"], run_env, env.prefix, "dsh --version").strip()
@@ -262,6 +266,7 @@ def ensure_host(prefix: Path, dsh_home: Path | None = None, *, log: bool = True)
         pnpm_version=pnpm_version,
         dsh_version=DSH_VERSION,
         hmr_version=HMR_VERSION,
+        dsh_home=str(default_home),
     )
     (env.prefix / "host.json").write_bytes(msgspec.json.encode(state))
     return env

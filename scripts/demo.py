@@ -20,7 +20,7 @@ import zstandard
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / ".host"
-DSH_HOME = HOST / "home"
+DSH_HOME = HOST / "dsh-home"
 TASK = '/mock run weather_lookup({"city": "Paris"})'
 
 SERVER = r"""

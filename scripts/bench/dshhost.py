@@ -25,7 +25,7 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
 DSH = HOST / "bin" / "dsh"
-DSH_HOME = HOST / "home"
+DSH_HOME = HOST / "dsh-home"
 PROFILE = DSH_HOME / "profiles" / "headless"
 
 EXAMPLE_TOOLS_ROW = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False,

@@ -21,7 +21,7 @@ import zstandard
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
 DSH = HOST / "bin" / "dsh"
-DSH_HOME = HOST / "home"
+DSH_HOME = HOST / "dsh-home"
 
 
 def read_session(path: Path) -> list[dict[str, Any]]:

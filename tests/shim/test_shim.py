@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 NODE = ROOT / ".host" / "bin" / "node"
-INSTALLED = ROOT / ".host" / "home" / "profiles" / "headless" / "node_modules" / "dsh-sidecar-shim"
+INSTALLED = ROOT / ".host" / "dsh-home" / "profiles" / "headless" / "node_modules" / "dsh-sidecar-shim"
 
 
 def test_shim_rpc_client_passes_its_node_tests() -> None:
