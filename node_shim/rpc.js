@@ -144,3 +144,8 @@ export class Rpc {
     this.pending.clear()
   }
 }
+
+/** A JSON snapshot of a host value, as it travels on the wire. @param {unknown} value */
+export function plain(value) {
+  return value === undefined ? undefined : JSON.parse(JSON.stringify(value))
+}

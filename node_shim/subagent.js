@@ -1,0 +1,169 @@
+// @ts-check
+/**
+ * The subagent provider whose `start()` Python decides: forward to the upstream provider
+ * object (record) or return a replayed run. Registered only while the upstream exists.
+ */
+import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
+import { plain } from './rpc.js'
+
+/** @typedef {import('./rpc.js').Rpc} Rpc */
+
+/** `{name, message, code?}` of a thrown value. @param {unknown} error */
+function errorInfo(error) {
+  const e = error instanceof Error ? error : new Error(String(error))
+  const code = /** @type {any} */ (e).code
+  return { name: e.name, message: e.message, ...(typeof code === 'string' ? { code } : {}) }
+}
+
+/** An Error carrying a recorded `{name, message, code?}`. @param {any} info */
+function recordedError(info) {
+  return Object.assign(new Error(info.message), { name: info.name, ...(info.code ? { code: info.code } : {}) })
+}
+
+/** The start request as JSON, without `parent`, `signal` and `descriptor`. @param {any} request */
+function requestView(request) {
+  /** @type {any} */
+  const out = { prompt: plain(request.prompt) }
+  for (const key of ['label', 'agentOptions', 'outputSchema', 'maxDepth', 'toolFilter', 'persona']) {
+    if (request[key] !== undefined) out[key] = plain(request[key])
+  }
+  return out
+}
+
+/** What Python needs of the parent: identity facts and its model-visible events. @param {any} request */
+function startParams(request) {
+  const parent = request.parent
+  const header = parent.session.header ?? {}
+  return {
+    request: requestView(request),
+    parentSessionId: String(parent.id),
+    ...(header.origin === 'subagent' ? { parentOrigin: 'subagent' } : {}),
+    parentDepth: Math.max(header.delegationDepth ?? 0, parent.options?.subagentDepth ?? 0),
+    ...(header.agentPreset !== undefined ? { parentPreset: header.agentPreset } : {}),
+    parentRoute: plain({ provider: parent.options?.provider, model: parent.options?.model }),
+    parentEvents: parent.session.events
+      .filter((/** @type {any} */ e) => e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result')
+      .map((/** @type {any} */ e) => ({ type: e.type, data: plain(e.data) })),
+    signalAborted: request.signal.aborted,
+  }
+}
+
+/** Resolve `ms` after `t0`, or as soon as `signal` aborts. @param {number} ms @param {number} t0 @param {AbortSignal} signal */
+function until(ms, t0, signal) {
+  const left = ms - (performance.now() - t0)
+  if (left <= 0 || signal.aborted) return Promise.resolve()
+  return new Promise((done) => {
+    const timer = setTimeout(() => { signal.removeEventListener('abort', stop); done(undefined) }, left)
+    const stop = () => { clearTimeout(timer); done(undefined) }
+    signal.addEventListener('abort', stop, { once: true })
+  })
+}
+
+/**
+ * A subagent provider whose `start()` Python decides: forward to the upstream provider object
+ * (record), or return a replayed run. Registered only while the upstream exists.
+ */
+export function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} */ rpc, /** @type {{name: string, upstream: string}} */ setup) {
+  const wrap = (/** @type {any} */ upstream) => {
+    const continuable = typeof upstream.prepareContinuable === 'function'
+    const facts = { name: upstream.name, capabilities: { ...upstream.capabilities }, inheritsParentContext: upstream.inheritsParentContext, continuable }
+    const hello = rpc.request('subagent/hello', facts)
+    /** @type {any} */
+    const provider = {
+      name: setup.name,
+      capabilities: facts.capabilities,
+      inheritsParentContext: facts.inheritsParentContext,
+      async start(/** @type {any} */ request) {
+        const t0 = performance.now()
+        await hello
+        const decision = await rpc.request('subagent/start', startParams(request), request.signal)
+        if (decision.action === 'replay') return replayRun(request, decision, t0)
+        return forwardRun(upstream, request, decision.handle, t0)
+      },
+    }
+    // Continuable children never pass through start(); forwarding keeps continuable tool rows
+    // mounting, and Python reports at shutdown when a recording saw no start() at all.
+    if (continuable) provider.prepareContinuable = (/** @type {any} */ request) => upstream.prepareContinuable(request)
+    return provider
+  }
+
+  const replayRun = async (/** @type {any} */ request, /** @type {any} */ decision, /** @type {number} */ t0) => {
+    const outcome = decision.outcome
+    await until(decision.startDelayMs, t0, request.signal)
+    if (request.signal.aborted) throw request.signal.reason ?? new Error('subagent request was aborted before child publication')
+    if (outcome.kind === 'start-error') throw recordedError(outcome.error)
+    /** @type {(value: any, failed?: boolean) => void} */
+    let settle = () => {}
+    const result = new Promise((resolve, reject) => { settle = (value, failed) => (failed ? reject(value) : resolve(value)) })
+    const aborted = () => settle({ output: [], stopReason: 'aborted' })
+    request.signal.addEventListener('abort', aborted, { once: true })
+    until(decision.delayMs, t0, request.signal).then(() => {
+      if (request.signal.aborted) return
+      if (outcome.kind === 'result-error') settle(recordedError(outcome.error), true)
+      else settle(outcome.result)
+    })
+    return {
+      id: `cassette-${randomUUID()}`,
+      localAgent: undefined,
+      result: result.finally(() => request.signal.removeEventListener('abort', aborted)),
+      async dispose() { request.signal.removeEventListener('abort', aborted); aborted() },
+    }
+  }
+
+  const forwardRun = async (/** @type {any} */ upstream, /** @type {any} */ request, /** @type {any} */ handle, /** @type {number} */ t0) => {
+    /** @type {any} */
+    const timing = { startedAt: new Date().toISOString() }
+    const onAbort = () => { timing.signalAbortedAtMs ??= performance.now() - t0 }
+    request.signal.addEventListener('abort', onAbort, { once: true })
+    const report = (/** @type {any} */ outcome) => {
+      timing.durationMs = performance.now() - t0
+      request.signal.removeEventListener('abort', onAbort)
+      return rpc.request('subagent/outcome', { handle, outcome: { ...outcome, timing } })
+    }
+    let run
+    try {
+      run = await upstream.start(request)
+    } catch (error) {
+      timing.startLatencyMs = performance.now() - t0
+      await report({ published: false, local: false, outcome: { kind: 'start-error', error: errorInfo(error) } })
+      throw error
+    }
+    timing.startLatencyMs = performance.now() - t0
+    rpc.notify('subagent/published', { handle, childId: String(run.id) })
+    const local = run.localAgent !== undefined
+    const result = run.result.then(
+      async (/** @type {any} */ value) => {
+        await report({ published: true, local, childId: String(run.id), outcome: { kind: 'result', result: plain(value) } })
+        return value
+      },
+      async (/** @type {unknown} */ error) => {
+        await report({ published: true, local, childId: String(run.id), outcome: { kind: 'result-error', error: errorInfo(error) } })
+        throw error
+      },
+    )
+    return {
+      id: run.id,
+      localAgent: run.localAgent,
+      result,
+      dispose() {
+        timing.disposeCalledAtMs ??= performance.now() - t0
+        return run.dispose()
+      },
+    }
+  }
+
+  /** @type {(() => void) | undefined} */
+  let unregister
+  const mount = (/** @type {any} */ upstream) => { unregister = ctx.subagents.registerProvider(wrap(upstream)) }
+  ctx.on('subagent/provider-added', (/** @type {any} */ p) => {
+    if (p.name === setup.upstream && unregister === undefined) mount(p)
+  })
+  ctx.on('subagent/provider-removed', (/** @type {string} */ removed) => {
+    if (removed !== setup.upstream || unregister === undefined) return
+    unregister()
+    unregister = undefined
+  })
+  const present = ctx.subagents.getProvider(setup.upstream)
+  if (present !== undefined) mount(present)
+}
