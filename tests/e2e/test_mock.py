@@ -365,3 +365,12 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
     assert _tool_messages(_own(run)) == []
     assert _changed(before, dsh.cwd) == set()
     assert script.read_bytes() == before["s.json"]
+
+
+def test_the_agent_stays_running_across_steps_and_waits(dsh: Dsh) -> None:
+    _write_script(dsh, "paced.json", _tool("echo", text="a"), {"wait": 300}, _tool("echo", text="b"), _tool("echo", text="c"))
+
+    run = dsh.run("/mock replay paced.json")
+
+    assert run.rc == 0, run.stderr
+    assert (dsh.cwd / "agent-status.log").read_text().split() == ["running", "idle"]
