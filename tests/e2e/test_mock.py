@@ -99,7 +99,7 @@ def _snapshot(cwd: Path) -> dict[str, bytes]:
 def _changed(before: dict[str, bytes], cwd: Path) -> set[str]:
     """Files created or modified since ``before``, apart from the run's own logs."""
     after = _snapshot(cwd)
-    ignored = {"tool-bodies.log", "sidecar-trace.jsonl", ".dsh-test.patch.yml"}
+    ignored = {"tool-bodies.log", "agent-status.log", "sidecar-trace.jsonl", ".dsh-test.patch.yml"}
     return {name for name in after.keys() | before.keys() if before.get(name) != after.get(name)} - ignored
 
 
@@ -368,7 +368,8 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
 
 
 def test_the_agent_stays_running_across_steps_and_waits(dsh: Dsh) -> None:
-    _write_script(dsh, "paced.json", _tool("echo", text="a"), {"wait": 300}, _tool("echo", text="b"), _tool("echo", text="c"))
+    steps = (_tool("echo", text="a"), {"wait": 300}, _tool("echo", text="b"), _tool("echo", text="c"))
+    _write_script(dsh, "paced.json", *steps)
 
     run = dsh.run("/mock replay paced.json")
 
