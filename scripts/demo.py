@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import zstandard
+from python_core.mock.source import decode_source
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = ROOT / ".host"
@@ -75,8 +75,8 @@ def tool_answer(work: Path) -> list[str]:
     """The tool-result texts the model saw in each session of ``work``, oldest first."""
     answers = []
     for path in sorted(DSH_HOME.glob("sessions/*/session-*/session.jsonl.zstd"), key=os.path.getmtime):
-        reader = zstandard.ZstdDecompressor().stream_reader(path.read_bytes(), read_across_frames=True)
-        events = [json.loads(line) for line in reader.read().splitlines() if line.strip()]
+        _, data = decode_source(path.read_bytes(), source=path.name)
+        events = [json.loads(line) for line in data.splitlines() if line.strip()]
         if not events or events[0].get("cwd") != str(work):
             continue
         for event in events:

@@ -337,32 +337,24 @@ class SubagentCassette:
                 "host", host_version, " or ".join(sorted(SUPPORTED_TARGETS))
             )
         redactor = build_redactor(config.redactSecrets, config.redactionPatterns)
+        writer: CassetteWriter | None = None
         if config.mode == "replay":
-            cassette = load(config.file, expected_target=host_version)
+            loaded = load(config.file, expected_target=host_version)
+            cassette: Cassette | None = loaded
             if config.duplicatePolicy == "reject":
-                for (parent, _, request_fp), count in ambiguous_groups(
-                    cassette.interactions
-                ).items():
+                for (parent, _, request_fp), count in ambiguous_groups(loaded.interactions).items():
                     raise AmbiguousCassette(parent, request_fp, count)
-            return cls(
-                config,
-                host_version=host_version,
-                clock=clock,
-                make_id=make_id,
-                redactor=redactor,
-                writer=None,
-                cassette=cassette,
+        else:
+            writer = CassetteWriter.open(
+                config.file, config.writeMode, owner=make_id(), expected_target=host_version
             )
-        writer = CassetteWriter.open(
-            config.file, config.writeMode, owner=make_id(), expected_target=host_version
-        )
-        try:
-            existing = writer.existing
-            if existing is not None:
-                _check_append(writer.name, existing.header, config)
-        except BaseException:
-            writer.close()
-            raise
+            try:
+                cassette = writer.existing
+                if cassette is not None:
+                    _check_append(writer.name, cassette.header, config)
+            except BaseException:
+                writer.close()
+                raise
         return cls(
             config,
             host_version=host_version,
@@ -370,7 +362,7 @@ class SubagentCassette:
             make_id=make_id,
             redactor=redactor,
             writer=writer,
-            cassette=existing,
+            cassette=cassette,
         )
 
     # -- transitions ---------------------------------------------------------------------

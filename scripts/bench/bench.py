@@ -110,7 +110,8 @@ def main() -> None:
         bridge = node("bridge", PYTHON, str(ROOT), str(bridge_dir))
         bs, bc = bridge["sequential"], bridge["concurrent"]
         ratio = bs["medianUs"] / fs["medianUs"]
-        print("\n(b) tools/execute via node_shim/rpc.js Rpc -> python -m bridge (default row config: no cassette, pass-through)")
+        print("\n(b) tools/execute via node_shim/rpc.js Rpc -> python -m bridge "
+              "(default row config: no cassette, pass-through)")
         print(
             f"    sequential   median {bs['medianUs']:8.1f} us   p99 {bs['p99Us']:8.1f} us"
             f"   {bs['callsPerSec']:9.0f} calls/s   (python CPU {bs['peerCpuUs']:.0f} us/call)"

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import zstandard
+from python_core.errors import SidecarError
+from python_core.mock.source import decode_source
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
@@ -51,9 +52,7 @@ def sidecar_row(config: dict[str, Any]) -> dict[str, Any]:
 
 def read_session(path: Path) -> list[dict[str, Any]]:
     """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
-    data = path.read_bytes()
-    if path.suffix == ".zstd":
-        data = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True).read()
+    _, data = decode_source(path.read_bytes(), source=path.name)
     return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
@@ -74,7 +73,7 @@ class Run:
                 if path.stat().st_mtime < self.started - 1:
                     continue
                 events = read_session(path)
-            except (OSError, ValueError, zstandard.ZstdError):
+            except (OSError, ValueError, SidecarError):
                 continue
             if events and events[0].get("cwd") == str(self.cwd):
                 found.append((events[0].get("createdAt", 0), events))

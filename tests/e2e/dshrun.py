@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import zstandard
+from python_core.mock.source import decode_source
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
@@ -26,10 +26,7 @@ DSH_HOME = HOST / "dsh-home"
 
 def read_session(path: Path) -> list[dict[str, Any]]:
     """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
-    data = path.read_bytes()
-    if path.suffix == ".zstd":
-        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
-        data = reader.read()
+    _, data = decode_source(path.read_bytes(), source=path.name)
     return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
