@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 
@@ -43,6 +44,7 @@ from python_core.mock import (
     parse_arguments,
     parse_command,
     read_source,
+    refused_status,
     reject_nested_tools,
     resolve_replay_path,
     source_name_for,
@@ -59,6 +61,17 @@ class _Outcome:
     tool: str
     is_error: bool
     code: str | None
+
+
+def _refused_source(text: str) -> tuple[Literal["run", "replay"] | None, str | None]:
+    """The mode and source name of a refused ``/mock`` text, as far as its grammar is valid."""
+    try:
+        command = parse_command(text)
+    except SidecarError:
+        return None, None
+    if isinstance(command, ReplayCommand):
+        return "replay", source_name_for(command.path)
+    return "run", None
 
 
 class MockDriver:
@@ -100,6 +113,12 @@ class MockDriver:
         except SidecarError as error:
             sys.stderr.write(f"dsh-sidecar: {error}\n")
             self._refused[(params.sessionId, params.turn)] = error
+            # Published so the web UI can show the invalid-script card; no tool runs.
+            mode, source_name = _refused_source(text)
+            status = refused_status(
+                error, session_id=params.sessionId, turn_id=str(params.turn), mode=mode,
+                source_name=source_name,
+            )
         self.trace.write("mock/pre-step", session=params.sessionId, turn=params.turn, mock=True)
         return PreStepResult(mock=True, status=status)
 

@@ -15,6 +15,7 @@ from python_core.mock.plan import (
     Stop,
     ToolCall,
     auxiliary_answer,
+    refused_status,
 )
 from python_core.mock.script import Script, encode_script, validate_script
 from python_core.mock.sessions import MockSessions
@@ -40,6 +41,7 @@ __all__ = [
     "parse_arguments",
     "parse_command",
     "read_source",
+    "refused_status",
     "reject_nested_tools",
     "resolve_replay_path",
     "source_name_for",

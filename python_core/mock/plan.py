@@ -20,17 +20,22 @@ from typing import Final, Literal
 
 import msgspec
 
-from python_core.errors import ConfigError
+from python_core.errors import ConfigError, SidecarError
 from python_core.mock.errors import (
+    ConversionMismatch,
     InvalidArgsStop,
+    InvalidCommand,
+    InvalidScript,
     MissingResult,
     MissingSessionId,
     MockCancelled,
     MockError,
     PlanClosed,
+    SourceUnreadable,
     StaleResult,
     ToolFailedStop,
     UnknownToolStop,
+    UnsupportedNestedTool,
 )
 from python_core.mock.script import MAX_WAIT_MS, Script, executable_steps, script_id
 
@@ -43,16 +48,30 @@ __all__ = [
     "MockPlan",
     "MockStatus",
     "ObservedResult",
+    "Phase",
     "PlanState",
     "Stop",
     "ToolCall",
     "auxiliary_answer",
+    "error_location",
+    "refused_status",
 ]
 
 DEFAULT_GAP_MS: Final = 100
 
 PlanState = Literal["ready", "awaiting-results", "succeeded", "failed", "cancelled"]
 Mode = Literal["run", "replay"]
+# What a person sees (seed 002 section 9): the row's phase and which card, if any, to show.
+Phase = Literal["queued", "running", "completed", "failed", "cancelled"]
+Card = Literal["invalid-script", "tool-stop"]
+
+_PHASE: Final[dict[PlanState, Phase]] = {
+    "ready": "queued",
+    "awaiting-results": "running",
+    "succeeded": "completed",
+    "failed": "failed",
+    "cancelled": "cancelled",
+}
 
 # Every legal transition; an event not listed for a state is refused without a state change.
 TRANSITIONS: Final[dict[PlanState, dict[str, frozenset[PlanState]]]] = {
@@ -121,11 +140,18 @@ class MockStatus(msgspec.Struct, frozen=True, kw_only=True):
     ``step_count`` counts executable top-level steps only (a parallel group is one step, waits
     are not steps). ``steps_started`` counts steps handed to the bridge (their wait included);
     ``steps_completed`` counts steps whose every result arrived without error.
+
+    The UI fields are decided here so the browser part only renders: ``phase``; ``step``, the
+    progress numerator over ``step_count`` (the step running, the failing step, or all steps
+    once completed); ``card``, the card to show (``invalid-script`` for a turn refused before
+    any tool ran, ``tool-stop`` when a real tool result stopped the plan); ``location``, where
+    in the source an invalid script is wrong; ``runtime_code``, the code of the real failing
+    tool result. ``mode`` is None only when the command was refused before its mode was known.
     """
 
     session_id: str
     turn_id: str
-    mode: Mode
+    mode: Mode | None
     source_format: str
     source_name: str | None
     script_id: str
@@ -138,6 +164,11 @@ class MockStatus(msgspec.Struct, frozen=True, kw_only=True):
     failed_tool: str | None = None
     failed_step: int | None = None
     steps_stopped: int = 0
+    phase: Phase = "queued"
+    step: int = 0
+    card: Card | None = None
+    location: str | None = None
+    runtime_code: str | None = None
 
 
 def _checked_ms(field: str, value: int | None) -> int | None:
@@ -204,6 +235,7 @@ class MockPlan:
         self._completed = 0
         self._error: MockError | None = None
         self._failed_tool: str | None = None
+        self._runtime_code: str | None = None
 
     @property
     def state(self) -> PlanState:
@@ -271,6 +303,7 @@ class MockPlan:
             result = seen[call.call_id]
             if result.is_error:
                 self._failed_tool = call.name
+                self._runtime_code = result.error_code
                 return _stop_for(result, step, len(self._steps) - step)
         return None
 
@@ -317,6 +350,11 @@ class MockPlan:
         """Return the serializable progress record for ``mock/status``."""
         error = self._error
         failed_step = getattr(error, "step", None) if self._state == "failed" else None
+        stopped_by_tool = self._state == "failed" and self._failed_tool is not None
+        if self._state == "succeeded":
+            step = len(self._steps)
+        else:
+            step = failed_step if failed_step is not None else self._started
         return MockStatus(
             session_id=self.session_id,
             turn_id=self.turn_id,
@@ -333,7 +371,55 @@ class MockPlan:
             failed_tool=self._failed_tool,
             failed_step=failed_step,
             steps_stopped=len(self._steps) - self._started if self._state == "failed" else 0,
+            phase=_PHASE[self._state],
+            step=step,
+            card="tool-stop" if stopped_by_tool else None,
+            runtime_code=self._runtime_code if stopped_by_tool else None,
         )
+
+
+def error_location(error: SidecarError) -> str | None:
+    """Where in its source a refused command or script is wrong, as the invalid-script card shows it."""
+    if isinstance(error, InvalidCommand):
+        return f"column {error.column}"
+    if isinstance(error, InvalidScript):
+        where = error.source if error.line is None else f"{error.source}:{error.line}"
+        return f"{where} at {error.location}" if error.location else where
+    if isinstance(error, ConversionMismatch):
+        return f"{error.source}:{error.lines[0]} and line {error.lines[1]}"
+    if isinstance(error, UnsupportedNestedTool):
+        return error.location
+    if isinstance(error, SourceUnreadable):
+        return error.source
+    return None
+
+
+def refused_status(
+    error: SidecarError,
+    *,
+    session_id: str,
+    turn_id: str,
+    mode: Mode | None,
+    source_name: str | None = None,
+) -> MockStatus:
+    """Return the terminal ``mock/status`` of a turn refused before any tool ran."""
+    return MockStatus(
+        session_id=session_id,
+        turn_id=turn_id,
+        mode=mode,
+        source_format="command" if mode != "replay" else "unknown",
+        source_name=source_name,
+        script_id="",
+        step_count=0,
+        steps_started=0,
+        steps_completed=0,
+        state="failed",
+        error_code=error.code,
+        error_message=error.message,
+        phase="failed",
+        card="invalid-script",
+        location=error_location(error),
+    )
 
 
 def _stop_for(result: ObservedResult, step: int, skipped: int) -> MockError:
