@@ -19,13 +19,16 @@ from pathlib import Path
 from bridge.hostenv import HostEnv, HostError
 from node_shim import SHIM_DIR
 
-__all__ = ["HMR_BLOCK", "PACKAGE", "install_package", "install_plugin", "pack_package"]
+__all__ = ["HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "install_package", "install_plugin", "pack_package"]
 
 PACKAGE = "dsh-sidecar-shim"
 _BEGIN = "# >>> dsh-sidecar: rc.8 hmr fix (managed by `dsh-sidecar install`)"
 _END = "# <<< dsh-sidecar"
+# Profiles whose bundle disables the `hmr` row: `dsh --profile headless` and `dsh web` both
+# exit 1 with "user patch-layer watching requires the Cordis HMR service" without the fix.
+HMR_FIX_PROFILES = ("headless", "web")
 HMR_BLOCK = f"""{_BEGIN}
-# rc.8's headless launcher needs the hmr service (cordis-plugin-hmr pinned to 1.0.17).
+# rc.8's launcher needs the hmr service (cordis-plugin-hmr pinned to 1.0.17).
 - id: hmr
   disabled: false
   config:
@@ -115,11 +118,12 @@ def install_package(
 def install_plugin(env: HostEnv, profile: str, python: list[str] | None = None) -> Path:
     """Install the shim into ``profile``, recording which Python its row starts.
 
-    For the ``headless`` profile the rc.8 hmr fix is added to the profile's own
-    ``cordis.patch.yml`` inside a managed block, once.
+    For the ``headless`` and ``web`` profiles (both bundles disable the ``hmr`` row the rc.8
+    launcher needs) the hmr fix is added to the profile's own ``cordis.patch.yml`` inside a
+    managed block, once.
     """
     install_json = (json.dumps({"python": python or [sys.executable]}, indent=2) + "\n").encode()
     profile_dir = install_package(env, profile, SHIM_DIR, {"install.json": install_json})
-    if profile == "headless":
+    if profile in HMR_FIX_PROFILES:
         _ensure_hmr_fix(profile_dir / "cordis.patch.yml")
     return profile_dir
