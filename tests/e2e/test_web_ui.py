@@ -221,3 +221,16 @@ def test_unknown_tool_shows_the_stop_card_beside_the_real_failed_tool_card(page:
     failed = page.locator("[data-chat-flow-kind='tool-call']").last
     follows = "(el, card) => !!(el.compareDocumentPosition(card) & Node.DOCUMENT_POSITION_FOLLOWING)"
     assert failed.evaluate(follows, card.element_handle())
+
+
+def test_invalid_command_is_refused_by_the_command_itself_and_starts_no_turn(page: Page) -> None:
+    send(page, '/mock run echo({"text": "ok"})')
+    expect(page.get_by_text("mock run complete: 1 step, 1 tool call")).to_be_visible()
+    send(page, '/mock run echo({"text": nope})')
+
+    refused = page.locator("[data-chat-flow-kind='command'] [data-error='true']")
+    expect(refused).to_contain_text(re.compile(r"INVALID_COMMAND: .*not valid JSON.*\(column 11\)"))
+    shot(page, "invalid-command")
+    expect(page.locator("[data-mock-dock]")).to_have_count(0)
+    assert tool_cards(page) == ["echo"]
+    assert page.locator("[data-mock-card]").count() == 0
