@@ -23,9 +23,10 @@ def test_pack_is_deterministic_and_carries_install_json(tmp_path: Path) -> None:
         names = sorted(tar.getnames())
         assert names == sorted(f"package/{n}" for n in [
             "package.json", "index.js", "rpc.js", "tools.js", "mock.js", "subagent.js", "cordis.patch.yml",
-            "README.md", "install.json"])
+            "README.md", "install.json", "client/mock-ui.js"])
         manifest = json.loads(tar.extractfile("package/package.json").read())  # type: ignore[union-attr]
-    assert manifest["dsh"] == {"bundle": {"patch": "./cordis.patch.yml"}}
+    assert manifest["dsh"]["bundle"] == {"patch": "./cordis.patch.yml"}
+    assert manifest["exports"]["./client"] == "./client/mock-ui.js"
 
 
 def test_a_changed_package_gets_a_new_tarball_name(tmp_path: Path) -> None:

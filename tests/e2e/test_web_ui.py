@@ -99,6 +99,8 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebHost]:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
     """Debian's Chromium, headless, with a fresh profile directory."""
+    # Generous: the machine is shared; a wait ends as soon as its DOM condition holds.
+    expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),
