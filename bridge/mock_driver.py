@@ -88,6 +88,8 @@ class MockDriver:
         self._restore: dict[str, Route] = {}
         self._outcomes: dict[str, _Outcome] = {}
         self._cancelled: dict[tuple[str, int], MockPlan] = {}
+        # (session, turn) of streams sleeping the wait before a step (their calls not yet emitted).
+        self._waiting: set[tuple[str, int]] = set()
 
     def observe(self, call_id: str, tool: str, is_error: bool, code: str | None) -> None:
         """Remember a final tool outcome (from ``tools/result``) for the plan's judgement."""
@@ -182,9 +184,14 @@ class MockDriver:
         try:
             action = plan.next_response(observed)
             if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
-                await anyio.sleep(action.wait_ms / 1000)
+                self._waiting.add(key)
+                try:
+                    await anyio.sleep(action.wait_ms / 1000)
+                finally:
+                    self._waiting.discard(key)
         except anyio.get_cancelled_exc_class():
-            plan.cancel()
+            # The only await above is the wait before the step: its calls were never emitted.
+            plan.cancel(during_wait=True)
             self.sessions.finish(plan.session_id, plan.turn_id)
             self._cancelled[key] = plan
             self.trace.write("llm/stream", session=params.sessionId, turn=params.turn, cancelled=True)
@@ -215,7 +222,8 @@ class MockDriver:
         if plan is None:
             plan = self._cancelled.get((params.sessionId, params.turn))
         else:
-            plan.cancel()
+            # mock/cancel can overtake the stream's own cancellation while it sleeps a wait.
+            plan.cancel(during_wait=(params.sessionId, params.turn) in self._waiting)
             self.sessions.finish(plan.session_id, plan.turn_id)
         self._cancelled.pop((params.sessionId, params.turn), None)
         self.trace.write("mock/cancel", session=params.sessionId, turn=params.turn, found=plan is not None)

@@ -236,6 +236,7 @@ class MockPlan:
         self._error: MockError | None = None
         self._failed_tool: str | None = None
         self._runtime_code: str | None = None
+        self._cancelled_in_wait = False
 
     @property
     def state(self) -> PlanState:
@@ -339,12 +340,17 @@ class MockPlan:
             f"{_plural(calls, 'tool call')}"
         )
 
-    def cancel(self) -> None:
-        """Cancel the plan; a no-op once it is terminal."""
+    def cancel(self, *, during_wait: bool = False) -> None:
+        """Cancel the plan; a no-op once it is terminal.
+
+        ``during_wait``: the bridge was still sleeping the wait before the latest step, so that
+        step's calls never reached the runtime and the progress shown stays at the step before.
+        """
         if self.is_terminal:
             return
         self._move("cancel", "cancelled")
         self._error = MockCancelled(self._started)
+        self._cancelled_in_wait = during_wait
 
     def status(self) -> MockStatus:
         """Return the serializable progress record for ``mock/status``."""
@@ -353,6 +359,8 @@ class MockPlan:
         stopped_by_tool = self._state == "failed" and self._failed_tool is not None
         if self._state == "succeeded":
             step = len(self._steps)
+        elif self._cancelled_in_wait:
+            step = self._started - 1
         else:
             step = failed_step if failed_step is not None else self._started
         return MockStatus(

@@ -236,3 +236,25 @@ def test_invalid_command_is_refused_by_the_command_itself_and_starts_no_turn(pag
     expect(page.locator("[data-mock-dock]")).to_have_count(0)
     assert tool_cards(page) == ["echo"]
     assert page.locator("[data-mock-card]").count() == 0
+
+
+def test_cancelling_during_a_wait_ends_the_row_as_cancelled_never_completed(page: Page, web: WebHost) -> None:
+    name = web.script(
+        "long-wait.json",
+        {"tool": "echo", "args": {"text": "first"}},
+        {"wait": 60_000},
+        {"tool": "echo", "args": {"text": "never"}},
+    )
+    send(page, f"/mock replay {name}")
+    expect(page.locator("[data-chat-flow-kind='tool-call'] [data-tool='echo']")).to_have_count(1)
+    expect(page.locator("[data-mock-dock] [role='status']")).to_have_attribute("data-mock-step", "1")
+
+    page.get_by_role("button", name="Stop generating").click()
+    expect(page.locator("[data-mock-dock]")).to_have_count(0)
+    shot(page, "cancelled-settled")
+
+    shown = [label for label in page.evaluate("window.__mockLabels") if label is not None]
+    assert shown[-1] == "Mock replay · 1/2 · cancelled", shown
+    assert not [label for label in shown if "completed" in label], shown
+    assert tool_cards(page) == ["echo"]
+    assert page.locator("[data-mock-card]").count() == 0

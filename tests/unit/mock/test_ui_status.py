@@ -121,3 +121,11 @@ def test_a_refused_turn_asks_for_the_invalid_script_card_and_ran_nothing() -> No
 def test_a_command_refused_before_its_mode_is_known_has_no_mode() -> None:
     status = refused_status(InvalidCommand(7, "unknown subcommand"), session_id="s1", turn_id="1", mode=None)
     assert (status.mode, status.source_format, status.location) == (None, "command", "column 7")
+
+
+def test_a_plan_cancelled_during_the_wait_before_a_step_shows_the_step_before() -> None:
+    plan = plan_of(A, {"wait": 500}, B)
+    plan.next_response(results(plan.next_response([])))  # step 2 handed over, its wait begins
+    plan.cancel(during_wait=True)
+    status = plan.status()
+    assert (status.phase, status.step, status.steps_started, status.step_count) == ("cancelled", 1, 2, 2)
