@@ -19,7 +19,8 @@ def stream_params(results: list[SeenResult] | None = None) -> LlmStreamParams:
 
 
 def test_a_turn_refused_before_any_tool_publishes_the_invalid_script_status(tmp_path: Path) -> None:
-    (tmp_path / "bad.json").write_text('{"type": "dsh-mock-script", "version": 1, "steps": [{"wait": 5}, {"tool": "echo", "args": {}}]}')
+    steps = [{"wait": 5}, {"tool": "echo", "args": {}}]
+    (tmp_path / "bad.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": steps}))
     d = MockDriver(MockConfig(), Trace(None))
 
     params = PreStepParams(sessionId="s1", turn=3, step=1, cwd=str(tmp_path), texts=["/mock replay bad.json"])

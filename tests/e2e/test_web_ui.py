@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from dshrun import DSH, DSH_HOME, HOST, ROOT
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -97,29 +97,29 @@ def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebHost]:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
-    """Debian's Chromium, headless, with a fresh profile directory."""
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless; Playwright gives it a fresh temporary profile directory."""
     # Generous: the machine is shared; a wait ends as soon as its DOM condition holds.
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 860}, locale="en-US",
-        )
-        context.set_default_timeout(WAIT_MS)
-        yield context
-        context.close()
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield browser
+        browser.close()
 
 
 @pytest.fixture
-def page(browser: BrowserContext, web: WebHost) -> Iterator[Page]:
-    """A page on a new session's composer; first-run dialogs are answered when they show."""
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page()
+def page(browser: Browser, web: WebHost, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A page on a new session's composer, in a browser context with empty storage.
+
+    Empty storage per test: the app reopens the session named in its local storage, which
+    would race with starting a new one. First-run dialogs are answered whenever they show.
+    """
+    (ARTIFACTS / "end").mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
+    context.set_default_timeout(WAIT_MS)
+    page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    # The welcome notice and the first workspace picker may open at any moment before an action.
     page.add_locator_handler(page.get_by_role("button", name="Continue"), lambda button: button.click())
     picker = page.get_by_role("dialog", name="Select Workspace Directory")
 
@@ -133,10 +133,17 @@ def page(browser: BrowserContext, web: WebHost) -> Iterator[Page]:
 
     page.add_locator_handler(picker, choose_workspace)
     page.goto(web.url)
-    # The app reopens the last session; every test starts its own.
-    page.get_by_role("button", name="New session").filter(has_text="New Session").click()
+    # Until the workspace list has loaded (or while none exists) the composer asks for one;
+    # clicking it opens the picker, which chooses the test workspace (the same one again is a
+    # no-op for DSH).
+    start = page.get_by_placeholder(re.compile("Choose a workspace to start|Describe what you want to build"))
+    if start.get_attribute("placeholder") == "Choose a workspace to start":
+        start.click()
+    expect(page.get_by_placeholder("Describe what you want to build")).to_be_visible()
     yield page
-    page.close()
+    # The last state of every test, failed or not, for the artifacts.
+    page.screenshot(path=str(ARTIFACTS / "end" / f"{request.node.name}.png"))
+    context.close()
     assert errors == [], errors
 
 
