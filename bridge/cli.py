@@ -10,11 +10,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import click
+import msgspec
 
 from bridge.hostenv import HostError, ensure_host, find_node, host_env
 from bridge.install import PACKAGE, install_package, install_plugin
+from bridge.run import RECORD_MODES, RecordMode, SubagentCassette, ToolCassette, run
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
 from python_core.subagent_cassette.cli import cli as subagent_cassette_cli
@@ -44,7 +47,7 @@ def _home(dsh_home: Path | None) -> Path | None:
     return Path(env) if env else None
 
 
-def _fail(error: SidecarError, hint_exit: int = 2) -> None:
+def _fail(error: SidecarError, hint_exit: int = 2) -> NoReturn:
     click.echo(f"dsh-sidecar: {error}", err=True)
     sys.exit(hint_exit)
 
@@ -172,6 +175,63 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path, dsh_home: Path
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")
+
+
+@main.command("run", context_settings={"allow_interspersed_args": False})
+@click.argument("task", required=False)
+@click.option("--tool-cassette", "tool_file", default=None, help="Tool cassette file (relative to --cwd).")
+@click.option("--include", "include", multiple=True, help="Tool name or `*` pattern the tool cassette selects.")
+@click.option("--subagent-cassette", "subagent_file", default=None, help="Subagent cassette file (transparent).")
+@click.option("--script", default=None, help="Canonical mock script to /mock replay (instead of TASK).")
+@click.option("--overwrite-wait-time-ms", "wait_ms", type=click.IntRange(min=0), default=None,
+              help="With --script: replace every wait.")
+@click.option("--record-mode", type=click.Choice(RECORD_MODES), default="none", show_default=True,
+              help="none: replay only; once: record missing cassettes; all: re-record.")
+@click.option("--patch", "patches", multiple=True, help="Extra --patch layer for dsh (repeatable).")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True), default=None, help="DSH working directory.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds before the run is killed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
+def run_command(
+    task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
+    script: str | None, wait_ms: int | None, record_mode: RecordMode, patches: tuple[str, ...], cwd: str | None,
+    timeout: float, as_json: bool,
+) -> None:
+    """Run one headless DSH turn with cassettes; exit with the run's exit code.
+
+    \b
+    dsh-sidecar run --tool-cassette w.ndjson --include weather_lookup --record-mode once -- \\
+        '/mock run weather_lookup({"city": "Paris"})'
+    """
+    if (task is None) == (script is None):
+        raise click.UsageError("give exactly one of TASK and --script")
+    if (tool_file is None) != (not include):
+        raise click.UsageError("--tool-cassette and --include go together")
+    # Paths on the command line are relative to the shell's directory, as everywhere else.
+    tool_file, subagent_file, script = (
+        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, script)
+    )
+    try:
+        result = run(
+            task, script=script, overwrite_wait_time_ms=wait_ms,
+            tool_cassette=None if tool_file is None else ToolCassette(file=tool_file, include=list(include)),
+            subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
+            record_mode=record_mode, patches=patches, cwd=cwd, timeout=timeout,
+            record_hint="record it with `--record-mode once`",
+        )
+    except SidecarError as exc:
+        _fail(exc, exc.exit_code)
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+    else:
+        click.echo(result.stdout, nl=False)
+        click.echo(result.stderr, nl=False, err=True)
+        for summary in (result.tool_cassette, result.subagent_cassette):
+            if summary is not None and summary.mode == "record":
+                state = "published" if summary.published else "NOT published (old cassette untouched)"
+                click.echo(f"dsh-sidecar run: {summary.kind} cassette {summary.file} {state}", err=True)
+        if result.timed_out:
+            click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
+    sys.exit(124 if result.timed_out else result.exit_code)
 
 
 main.add_command(mock_cli, "mock")

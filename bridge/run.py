@@ -377,13 +377,17 @@ def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cw
     return task if wait_ms is None else f"{task} --overwrite-wait-time-ms {wait_ms}"
 
 
-def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool) -> str:
+def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool, transparent_spawn: bool) -> str:
     # JSON is YAML flow syntax: no YAML writer needed and no quoting surprises.
     entries = [{"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": sidecar}]
     entries += [{"id": r.id, "name": r.name, "disabled": False, "config": r.config} for r in rows]
     text = "".join(f"- {json.dumps(entry)}\n" for entry in entries)
     if one_shot:
         text += ONE_SHOT_PATCH
+    if transparent_spawn:
+        # The transparent setup registers the cassette as `spawn`: the real provider moves aside.
+        text += '- {"id": "subagent-spawn-in-process", "config": {"providerName": "spawn-upstream"}}\n'
+
     return text
 
 
@@ -452,7 +456,7 @@ def run(
     profile: str = "headless",
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
-    rerecord_hint: str = "run again with record mode `all` (re-record) or `once` after deleting the cassette",
+    record_hint: str = "record it with record mode `once`",
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -468,6 +472,7 @@ def run(
         cwd: the DSH working directory (default: the current one).
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
+        record_hint: how to record a missing cassette, in the words of the caller's interface.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -481,7 +486,7 @@ def run(
     workdir = Path(cwd or os.getcwd()).resolve()
     host = host or find_host(workdir)
     plans: list[_Plan] = []
-    hint = rerecord_hint
+    hint = record_hint
     sidecar: dict[str, Any] = {}
     if tool_cassette is not None:
         plan = _plan("tool", tool_cassette.file, workdir, record_mode, hint)
@@ -508,7 +513,8 @@ def run(
         sidecar["report"] = str(report_path)
         patch = private / "run.patch.yml"
         one_shot = subagent_cassette is not None and subagent_cassette.one_shot
-        patch.write_text(_patch_text(sidecar, rows, one_shot))
+        transparent = subagent_cassette is not None and subagent_cassette.provider == {"transparent": True}
+        patch.write_text(_patch_text(sidecar, rows, one_shot, transparent))
         argv = [str(host.dsh), "--profile", profile, "--patch", str(patch)]
         for extra in patches:
             argv += ["--patch", os.fspath(Path(extra).resolve())]

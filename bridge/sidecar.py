@@ -53,6 +53,8 @@ __all__ = ["Sidecar"]
 
 
 _NULL = Raw(b"null")
+# The delegation tool whose children reach a provider's start(), which the cassette serves.
+REPLAYED_DELEGATION = frozenset({"subagent"})
 
 
 class NotInitialized(ProtocolError):
@@ -127,6 +129,10 @@ class Sidecar:
                 host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
+            if self.mock is not None:
+                # Replay serves the child from the file; record captures the live child so the
+                # same script can replay it later. Without a subagent cassette it stays refused.
+                self.mock.replayed_delegation = REPLAYED_DELEGATION
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
