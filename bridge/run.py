@@ -467,7 +467,8 @@ def run(
         tool_cassette, subagent_cassette: cassettes; relative files resolve against ``cwd``.
         record_mode: ``none`` (replay only), ``once`` (record a missing cassette), ``all``
             (re-record; the old cassette is replaced only by a complete recording).
-        rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files.
+        rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files,
+            applied before the run's own layer (so ``rows`` win over them).
         mock: the sidecar's ``mock`` section; ``trace``: a trace file (relative to ``cwd``).
         cwd: the DSH working directory (default: the current one).
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
@@ -515,9 +516,11 @@ def run(
         one_shot = subagent_cassette is not None and subagent_cassette.one_shot
         transparent = subagent_cassette is not None and subagent_cassette.provider == {"transparent": True}
         patch.write_text(_patch_text(sidecar, rows, one_shot, transparent))
-        argv = [str(host.dsh), "--profile", profile, "--patch", str(patch)]
+        # Later layers win: the caller's files first, then this run's own rows.
+        argv = [str(host.dsh), "--profile", profile]
         for extra in patches:
             argv += ["--patch", os.fspath(Path(extra).resolve())]
+        argv += ["--patch", str(patch)]
         environ = host.environ({**os.environ, **(env or {})})
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
