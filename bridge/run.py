@@ -35,6 +35,7 @@ from typing import Any, Literal
 import msgspec
 
 from bridge.hostenv import HostEnv, host_env
+from bridge.install import PACKAGE
 from bridge.report import CassetteCounts, RunReport, read_report
 from python_core.errors import SidecarError
 from python_core.mock import MockStatus, Script, encode_script, validate_script
@@ -439,6 +440,34 @@ def _sessions(host: HostEnv, report: RunReport) -> tuple[str | None, str | None,
     return session_id, path, [s for s, _, _ in found if s != session_id], events
 
 
+def _private_home(shared: Path, profile: str, private: Path) -> Path:
+    """A DSH_HOME for one run: links to everything of ``shared`` but the profile's ``cordis.yml``.
+
+    rc.8 rewrites ``profiles/<profile>/cordis.yml`` (truncate, then write) at every boot and reads
+    it back; a second run booting at that moment reads an empty file and fails to load. A run
+    whose profile folder is its own, with every other entry linked, never shares that file,
+    while sessions, plugins and patches stay the shared ones.
+    """
+    if not (shared / "profiles" / profile / "node_modules" / PACKAGE).is_dir():
+        raise HostNotFound(
+            f"the plugin is not installed in profile {profile}; run `dsh-sidecar install --profile {profile}`"
+        )
+    home = private / "home"
+    profile_dir = home / "profiles" / profile
+    profile_dir.mkdir(parents=True)
+    (shared / "sessions").mkdir(parents=True, exist_ok=True)
+    for entry in shared.iterdir():
+        if entry.name != "profiles":
+            (home / entry.name).symlink_to(entry)
+    for entry in (shared / "profiles").iterdir():
+        if entry.name != profile:
+            (home / "profiles" / entry.name).symlink_to(entry)
+    for entry in (shared / "profiles" / profile).iterdir():
+        if entry.name != "cordis.yml":
+            (profile_dir / entry.name).symlink_to(entry)
+    return home
+
+
 def run(
     task: str | None = None,
     *,
@@ -477,7 +506,7 @@ def run(
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
-        HostNotFound: no host installed.
+        HostNotFound: no host installed, or the plugin is not installed in ``profile``.
         ValueError: both or neither of ``task`` and ``script``; an unknown record mode.
     """
     if (task is None) == (script is None):
@@ -522,6 +551,7 @@ def run(
             argv += ["--patch", os.fspath(Path(extra).resolve())]
         argv += ["--patch", str(patch)]
         environ = host.environ({**os.environ, **(env or {})})
+        environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
         duration_ms = int((time.monotonic() - started) * 1000)
