@@ -145,6 +145,7 @@ class DshRunner:
                                       one_shot=subagents.one_shot)
             )
         options.setdefault("cwd", self.cwd)
+        missing: str | None = None
         try:
             result = run(
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
@@ -152,7 +153,9 @@ class DshRunner:
                 record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
             )
         except CassetteMissing as exc:
-            pytest.fail(str(exc), pytrace=False)
+            missing = str(exc)
+        if missing is not None:  # outside the handler: pytest would print the error twice
+            pytest.fail(missing, pytrace=False)
         self.runs.append(result)
         if check and not result.ok:
             pytest.fail(result.explain(f"pytest {self.nodeid} --dsh-record-mode all"), pytrace=False)
