@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -72,6 +73,8 @@ HOST_ENV_VAR = "DSH_SIDECAR_HOST"
 _KILL_GRACE_S = 5.0
 # rc.8 prints nothing to stderr on success; a failure's useful lines are its last ones.
 _STDERR_TAIL = 6
+# What Node prints around an uncaught error besides its message: frames, source excerpts, carets.
+_NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[cause\]: )")
 
 
 class HostNotFound(SidecarError):
@@ -274,7 +277,7 @@ def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
         for prefix in ("dsh-sidecar: ", "dsh: "):
             line = line.removeprefix(prefix)
         if (
-            not line or line.startswith(("at ", "Node.js v", "tool cassette ", "subagent cassette "))
+            not line or _NODE_NOISE.match(line) or line.startswith(("tool cassette ", "subagent cassette "))
             or any(k and k in line for k in known) or line in seen
         ):
             continue

@@ -143,3 +143,18 @@ def test_a_report_round_trips(tmp_path: Path) -> None:
     assert back is not None and back.calls[0].value == msgspec.Raw(b'{"a":1}') and back.exitCode == 1
     assert os.listdir(tmp_path) == ["r.json"]
     assert read_report(str(tmp_path / "missing.json")) is None
+
+
+def test_the_stderr_tail_of_an_uncaught_node_error_keeps_only_its_message() -> None:
+    stderr = "\n".join([
+        "file:///x/lib/index.js:1187", "\t\tthrow new Error(`${binName}: ${stage}`, { cause });", "\t\t      ^", "",
+        "Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
+        "cordis:include: ConfigFileError: failed to validate config file cordis.yml",
+        "    at Include.read (file:///x/lib/index.js:192:35)", "  [cause]: Error: dsh: 1 entry did not activate",
+        "}", "", "Node.js v24.19.0",
+    ])
+    assert _result(stderr=stderr).explain().splitlines()[1:] == [
+        "  stderr (last lines):",
+        "    Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
+        "    cordis:include: ConfigFileError: failed to validate config file cordis.yml",
+    ]
