@@ -5,21 +5,32 @@ Exit codes: 0 ok, 1 the thing checked is broken or invalid, 2 usage or environme
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 import msgspec
 
 from bridge.hostenv import HostError, ensure_host, find_node, host_env
 from bridge.install import PACKAGE, install_package, install_plugin
-from bridge.run import RECORD_MODES, RecordMode, SubagentCassette, ToolCassette, run
+from bridge.run import RECORD_MODES, HostNotFound, RecordMode, SubagentCassette, ToolCassette, find_host, run
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
+from python_core.session_log import (
+    SessionSummary,
+    mock_statuses,
+    project_key,
+    read_session_log,
+    summarize,
+    tool_calls,
+    tool_results,
+)
 from python_core.subagent_cassette.cli import cli as subagent_cassette_cli
 from python_core.tool_cassette.cli import main as tool_cassette_cli
 
@@ -232,6 +243,109 @@ def run_command(
         if result.timed_out:
             click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
     sys.exit(124 if result.timed_out else result.exit_code)
+
+
+class SessionNotFound(SidecarError):
+    """No session log matches."""
+
+    code = "SESSION_NOT_FOUND"
+
+
+def _sessions_home(dsh_home: Path | None) -> Path:
+    """``--dsh-home``, else ``$DSH_HOME``, else the project's host, else ``~/.dsh`` (as rc.8)."""
+    home = _home(dsh_home)
+    if home is not None:
+        return home
+    try:
+        return find_host().dsh_home
+    except HostNotFound:
+        return Path.home() / ".dsh"
+
+
+def _session_logs(home: Path, cwd: str) -> list[tuple[SessionSummary, Path, list[dict[str, Any]]]]:
+    folder = home / "sessions" / project_key(os.path.realpath(cwd))
+    found = []
+    for entry in folder.iterdir() if folder.is_dir() else []:
+        path = next((entry / n for n in ("session.jsonl.zstd", "session.jsonl") if (entry / n).is_file()), None)
+        if path is None:
+            continue
+        try:
+            events = read_session_log(path)
+        except (SidecarError, ValueError):
+            continue  # a log still being written, or not a log
+        if events:
+            found.append((summarize(events), path, events))
+    return sorted(found, key=lambda item: item[0].created_at or 0, reverse=True)
+
+
+def _when(ms: int | None) -> str:
+    return "?" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
+@main.group()
+def sessions() -> None:
+    """List and show DSH session logs (decoded: turns, tool calls and results, mock status)."""
+
+
+@sessions.command("list")
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory whose sessions to list.")
+@_DSH_HOME
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool) -> None:
+    """The sessions of CWD, newest first."""
+    found = _session_logs(_sessions_home(dsh_home), cwd)[:limit]
+    if as_json:
+        click.echo(msgspec.json.encode([s for s, _, _ in found]).decode())
+        return
+    if not found:
+        click.echo("no sessions for this folder", err=True)
+        return
+    for s, _, _ in found:
+        ends = ",".join(s.end_reasons) or "-"
+        mock = f" mock:{s.mock_state}" if s.mock_state else ""
+        click.echo(f"{s.session_id}  {_when(s.created_at)}  turns:{s.turns} end:{ends} tools:{s.tool_calls}"
+                   f" errors:{s.tool_errors}{mock}  {s.task[:60]!r}")
+
+
+@sessions.command("show")
+@click.argument("session_id", required=False)
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session.")
+@_DSH_HOME
+@click.option("--json", "as_json", is_flag=True, help="Summary, tool calls, results, mock status and events as JSON.")
+@click.option("--events", "raw_events", is_flag=True, help="Print every event as one JSON line.")
+def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_json: bool, raw_events: bool) -> None:
+    """Show SESSION_ID (default: the newest session of CWD), decoded."""
+    found = _session_logs(_sessions_home(dsh_home), cwd)
+    match = next((f for f in found if session_id is None or f[0].session_id == session_id), None)
+    if match is None:
+        what = f"session {session_id}" if session_id else "no session"
+        _fail(SessionNotFound(f"{what} for this folder; list them with `dsh-sidecar sessions list`"), 1)
+    summary, path, events = match
+    calls, results, statuses = tool_calls(events), tool_results(events), mock_statuses(events)
+    if raw_events:
+        for event in events:
+            click.echo(json.dumps(event, ensure_ascii=False))
+        return
+    if as_json:
+        document = {"summary": summary, "path": str(path), "tool_calls": calls, "tool_results": results,
+                    "mock": statuses, "events": events}
+        click.echo(msgspec.json.encode(document).decode())
+        return
+    click.echo(f"session {summary.session_id} ({_when(summary.created_at)}, depth {summary.delegation_depth})")
+    click.echo(f"log:     {path}")
+    click.echo(f"task:    {summary.task[:200]!r}")
+    click.echo(f"turns:   {summary.turns} (end: {', '.join(summary.end_reasons) or '-'})")
+    names = {c.call_id: c.tool for c in calls}
+    for c in calls:
+        click.echo(f"call     {c.call_id} {c.tool} (turn {c.turn}, step {c.step})")
+    for r in results:
+        state = f"error {r.error_code or ''}".rstrip() if r.is_error else "ok"
+        click.echo(f"result   {r.call_id} {names.get(r.call_id, '?')}: {state}: {r.output[:120]!r}")
+    for m in statuses:
+        click.echo(f"mock     {m.state} steps {m.steps_completed}/{m.step_count}"
+                   + (f" {m.error_code}" if m.error_code else ""))
+    click.echo(f"final:   {summary.final_text[:200]!r}")
 
 
 main.add_command(mock_cli, "mock")

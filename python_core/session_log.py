@@ -20,6 +20,7 @@ from python_core.mock.plan import MockStatus
 from python_core.mock.source import decode_source
 
 __all__ = [
+    "SessionSummary",
     "SessionToolCall",
     "SessionToolResult",
     "decode_session_log",
@@ -29,6 +30,7 @@ __all__ = [
     "project_key",
     "read_session_log",
     "session_log_candidates",
+    "summarize",
     "tool_calls",
     "tool_results",
 ]
@@ -201,3 +203,47 @@ def final_text(events: Sequence[Mapping[str, Any]]) -> str:
 def mock_statuses(events: Sequence[Mapping[str, Any]]) -> list[MockStatus]:
     """The ``mock/status`` records of the log, in order, as typed values."""
     return [msgspec.convert(d, MockStatus) for d in _of_type(events, "mock/status")]
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One session at a glance: identity, the first task, how its turns ended, what ran."""
+
+    session_id: str
+    created_at: int | None
+    cwd: str | None
+    delegation_depth: int
+    task: str
+    turns: int
+    end_reasons: list[str]
+    tool_calls: int
+    tool_errors: int
+    mock_state: str | None
+    final_text: str
+
+
+def _first_user_text(events: Sequence[Mapping[str, Any]]) -> str:
+    for d in _of_type(events, "user/message"):
+        source = d.get("source")
+        if isinstance(source, Mapping) and source.get("kind") == "user":
+            return _text(d.get("content"))
+    return ""
+
+
+def summarize(events: Sequence[Mapping[str, Any]]) -> SessionSummary:
+    """Summarize a decoded session log (the header is its first event)."""
+    header: Mapping[str, Any] = events[0] if events and events[0].get("type") == "session" else {}
+    ends = []
+    for d in _of_type(events, "turn/end"):
+        reason = d.get("reason")
+        ends.append(str(reason.get("kind")) if isinstance(reason, Mapping) else "unknown")
+    statuses = mock_statuses(events)
+    results = tool_results(events)
+    created = header.get("createdAt")
+    return SessionSummary(
+        session_id=str(header.get("id", "")), created_at=created if isinstance(created, int) else None,
+        cwd=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        delegation_depth=int(header.get("delegationDepth", 0) or 0), task=_first_user_text(events),
+        turns=sum(1 for e in events if e.get("type") == "turn/start"), end_reasons=ends,
+        tool_calls=len(tool_calls(events)), tool_errors=sum(1 for r in results if r.is_error),
+        mock_state=statuses[-1].state if statuses else None, final_text=final_text(events),
+    )

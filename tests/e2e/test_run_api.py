@@ -284,3 +284,31 @@ def test_cli_run_json_validates_against_the_documented_schema(tmp_path: Path) ->
 
 def test_the_committed_schema_is_the_one_the_code_produces() -> None:
     assert json.loads(SCHEMA.read_text()) == msgspec.json.schema(RunResult)
+
+
+def _sessions(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "sessions", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, "DSH_HOME": str(DSH_HOME)})
+
+
+def test_sessions_list_and_show_find_the_last_run_without_ls(tmp_path: Path) -> None:
+    first = run('/mock run echo({"text": "one"})', cwd=tmp_path, rows=_tools())
+    second = run('/mock run broken({})', cwd=tmp_path, rows=_tools())
+    listed = _sessions("list", "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    summaries = json.loads(listed.stdout)
+    assert [s["session_id"] for s in summaries] == [second.session_id, first.session_id]
+    assert (summaries[0]["tool_errors"], summaries[0]["mock_state"], summaries[1]["end_reasons"]) == (
+        1, "failed", ["completed"],
+    )
+    shown = json.loads(_sessions("show", "--json", cwd=tmp_path).stdout)
+    assert shown["summary"]["session_id"] == second.session_id
+    assert [(c["tool"], c["arguments"]) for c in shown["tool_calls"]] == [("broken", {})]
+    text = _sessions("show", str(first.session_id), cwd=tmp_path).stdout
+    assert "result   mock-1-1-0 echo: ok: 'echo:one'" in text
+    missing = _sessions("show", "session-nope", cwd=tmp_path)
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == (
+        "dsh-sidecar: SESSION_NOT_FOUND: session session-nope for this folder; "
+        "list them with `dsh-sidecar sessions list`\n"
+    )

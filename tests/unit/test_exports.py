@@ -38,8 +38,9 @@ def test_run_api_exports() -> None:
     }
     assert bridge.pytest_plugin.__all__ == ["DshRunner"]
     assert set(python_core.session_log.__all__) == {
-        "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
-        "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "tool_calls", "tool_results",
+        "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
+        "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
+        "tool_results",
     }
     for module in (bridge.run, bridge.pytest_plugin, python_core.session_log):
         for name in module.__all__:

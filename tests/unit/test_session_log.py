@@ -14,6 +14,7 @@ from python_core.session_log import (
     mock_statuses,
     project_key,
     session_log_candidates,
+    summarize,
     tool_calls,
     tool_results,
 )
@@ -99,3 +100,19 @@ def test_decode_reads_plain_and_chained_zstd_frames() -> None:
     assert decode_session_log(plain) == EVENTS
     frames = b"".join(zstandard.ZstdCompressor().compress((line + "\n").encode()) for line in lines)
     assert decode_session_log(frames) == EVENTS
+
+
+def test_summarize_counts_turns_ends_tools_and_the_first_user_task() -> None:
+    events = [
+        *EVENTS[:1],
+        {"type": "turn/start", "data": {"turn": 1}},
+        {"type": "user/message", "data": {"content": [{"type": "text", "text": "context"}], "source": {"kind": "x"}}},
+        {"type": "user/message", "data": {"content": [{"type": "text", "text": "/mock run echo({})"}],
+                                          "source": {"kind": "user"}}},
+        *EVENTS[1:],
+        {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}},
+    ]
+    s = summarize(events)
+    assert (s.session_id, s.turns, s.end_reasons, s.tool_calls, s.tool_errors, s.mock_state, s.task) == (
+        "session-1", 1, ["completed"], 2, 1, "succeeded", "/mock run echo({})",
+    )
