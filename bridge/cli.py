@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,7 +21,16 @@ import msgspec
 
 from bridge.hostenv import HostError, ensure_host, find_node, host_env
 from bridge.install import PACKAGE, install_package, install_plugin
-from bridge.run import RECORD_MODES, HostNotFound, RecordMode, SubagentCassette, ToolCassette, find_host, run
+from bridge.run import (
+    RECORD_MODES,
+    HostNotFound,
+    RecordMode,
+    SubagentCassette,
+    ToolCassette,
+    _stderr_tail,
+    find_host,
+    run,
+)
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
 from python_core.session_log import (
@@ -39,9 +50,9 @@ __all__ = ["main"]
 _PREFIX = click.option(
     "--prefix",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".host"),
-    show_default=True,
-    help="Project-local host prefix (node, pnpm, dsh, default DSH_HOME).",
+    default=None,
+    help="Host prefix (node, pnpm, dsh, default DSH_HOME). Default: $DSH_SIDECAR_HOST, else the .host "
+    "found in this folder or a parent (like git), else ./.host.",
 )
 _DSH_HOME = click.option(
     "--dsh-home",
@@ -56,6 +67,20 @@ def _home(dsh_home: Path | None) -> Path | None:
         return dsh_home
     env = os.environ.get("DSH_HOME", "").strip()
     return Path(env) if env else None
+
+
+def _prefix(prefix: Path | None) -> Path:
+    """The host prefix: the option, else the project's existing host, else a new ``./.host``."""
+    if prefix is not None:
+        return prefix
+    try:
+        found = find_host().prefix
+    except HostNotFound:
+        click.echo("dsh-sidecar: no host here or in a parent folder; using ./.host", err=True)
+        return Path(".host")
+    if found != Path(".host").resolve():
+        click.echo(f"dsh-sidecar: using the host at {found}", err=True)
+    return found
 
 
 def _fail(error: SidecarError, hint_exit: int = 2) -> NoReturn:
@@ -76,22 +101,54 @@ def host() -> None:
 @host.command("install")
 @_PREFIX
 @_DSH_HOME
-def host_install(prefix: Path, dsh_home: Path | None) -> None:
+def host_install(prefix: Path | None, dsh_home: Path | None) -> None:
     """Install Node (if needed), pnpm and DSH rc.8 with the hmr fix under PREFIX."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"dsh: {env.dsh}")
     click.echo(f"DSH_HOME: {env.dsh_home}")
+    if shutil.which("dsh") != str(env.dsh):
+        click.echo('to put dsh on PATH in this shell: eval "$(dsh-sidecar shellenv)"')
+
+
+@main.command("shellenv")
+@_PREFIX
+@_DSH_HOME
+def shellenv(prefix: Path | None, dsh_home: Path | None) -> None:
+    """Print the shell lines that put this project's dsh on PATH: eval "$(dsh-sidecar shellenv)"."""
+    env = host_env(_prefix(prefix), _home(dsh_home))
+    if not env.dsh.exists():
+        _fail(HostNotFound("no dsh under that prefix; run `dsh-sidecar host install`"), 1)
+    click.echo(f"export PATH={shlex.quote(str(env.bin_dir))}:\"$PATH\"")
+    click.echo(f"export DSH_HOME={shlex.quote(str(env.dsh_home))}")
+
+
+def _row_state(dsh: Path, environ: dict[str, str], cwd: str) -> str:
+    """``enabled``, ``disabled`` or ``missing``: the ``sidecar`` row as the profile composes it."""
+    proc = subprocess.run([str(dsh), "--profile", "headless", "--dump-config"], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "- id: sidecar"), None)
+    if start is None:
+        return "missing"
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        if line.strip().startswith("disabled:"):
+            return "disabled" if line.split(":", 1)[1].strip() == "true" else "enabled"
+    return "enabled"
 
 
 def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
-    """Boot the headless profile once with the sidecar row on and an ordinary task."""
+    """Boot the headless profile as configured (the sidecar row's own config and python), only
+    switching the row on and the default model to the sidecar's mock route."""
     with tempfile.TemporaryDirectory() as work:
         patch = Path(work) / "doctor.patch.yml"
+        # An id-targeted patch replaces only the keys it names: the row keeps its config.
         patch.write_text(
-            "- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: false\n  config: {}\n"
+            "- id: sidecar\n  disabled: false\n"
             "- id: agent-default-model\n  config: { provider: mock, model: mock }\n"
         )
         proc = subprocess.run(
@@ -99,15 +156,28 @@ def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
             cwd=work, env=environ, capture_output=True, text=True, timeout=120,
         )
     ok = proc.returncode == 0 and "dsh-sidecar mock route" in proc.stdout
-    return ok, (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+    tail = _stderr_tail(proc.stderr, known=[])
+    return ok, tail[-1] if tail else f"exit {proc.returncode}, no stderr"
+
+
+def _python_check(profile: Path) -> tuple[bool, str]:
+    """Whether the interpreter the installed row starts can import the bridge."""
+    try:
+        python = json.loads((profile / "node_modules" / PACKAGE / "install.json").read_text())["python"]
+        proc = subprocess.run([*python, "-c", "import bridge.sidecar"], capture_output=True, text=True, timeout=60)
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+        return False, f"cannot start it ({type(exc).__name__})"
+    if proc.returncode != 0:
+        return False, f"{python[0]} cannot import the bridge; re-run `dsh-sidecar install` from the right venv"
+    return True, f"{python[0]} (imports the bridge)"
 
 
 @host.command("doctor")
 @_PREFIX
 @_DSH_HOME
-def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
-    """Print Node, pnpm and DSH versions, the profile dir, and whether a headless boot works."""
-    env = host_env(prefix, _home(dsh_home))
+def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
+    """Check the host and the headless profile as a run will use them; exit 1 with a fix if broken."""
+    env = host_env(_prefix(prefix), _home(dsh_home))
     environ = env.environ()
     problems: list[str] = []
 
@@ -128,6 +198,9 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     click.echo(f"pnpm:    {pnpm or 'missing'}")
     dsh = version([str(env.dsh), "--version"])
     click.echo(f"dsh:     {dsh or 'missing'}")
+    click.echo(f"dsh at:  {env.dsh}")
+    on_path = shutil.which("dsh") == str(env.dsh)
+    click.echo("PATH:    " + ("dsh is on PATH" if on_path else 'dsh is not on PATH: eval "$(dsh-sidecar shellenv)"'))
     profile = env.dsh_home / "profiles" / "headless"
     click.echo(f"profile: {profile}")
     installed = (profile / "node_modules" / PACKAGE).is_dir()
@@ -137,6 +210,14 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     if not installed:
         problems.append("plugin")
     if dsh is not None and installed:
+        ok, what = _python_check(profile)
+        click.echo(f"python:  {what}")
+        if not ok:
+            problems.append("python")
+        row = _row_state(env.dsh, environ, str(env.prefix))
+        click.echo(f"row:     {row}" + ("" if row == "enabled" else
+                   " (the run API and the pytest plugin enable it per run; enable it in the profile's "
+                   "cordis.patch.yml for plain `dsh` runs)"))
         ok, last = _boot_check(env.dsh, environ)
         click.echo(f"boot:    {'ok' if ok else 'FAILED: ' + last}")
         if not ok:
@@ -144,11 +225,10 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     else:
         click.echo("boot:    not tried")
     if problems:
-        click.echo(
-            "fix: run `dsh-sidecar host install` then `dsh-sidecar install --profile headless` "
-            f"(broken: {', '.join(problems)})",
-            err=True,
-        )
+        fix = ("fix the row's config or python (the boot line names it), then run doctor again"
+               if problems == ["boot"] else
+               "run `dsh-sidecar host install` then `dsh-sidecar install --profile headless`")
+        click.echo(f"fix: {fix} (broken: {', '.join(problems)})", err=True)
         sys.exit(1)
 
 
@@ -162,10 +242,10 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     default=None,
     help="Interpreter the plugin row starts (default: this one).",
 )
-def install(profile: str, prefix: Path, dsh_home: Path | None, python: str | None) -> None:
+def install(profile: str, prefix: Path | None, dsh_home: Path | None, python: str | None) -> None:
     """Pack node_shim and install it with `dsh plugin --profile PROFILE add <tgz>`."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
         profile_dir = install_plugin(env, profile, [python] if python else None)
     except SidecarError as exc:
         _fail(exc)
@@ -178,10 +258,10 @@ def install(profile: str, prefix: Path, dsh_home: Path | None, python: str | Non
 @click.option("--profile", default="headless", show_default=True, help="DSH profile to install into.")
 @_PREFIX
 @_DSH_HOME
-def add_local_plugin(directory: Path, profile: str, prefix: Path, dsh_home: Path | None) -> None:
+def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_home: Path | None) -> None:
     """Pack a local DSH plugin DIRECTORY and install it with `dsh plugin add` (replacing it)."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
         profile_dir = install_package(env, profile, directory.resolve())
     except SidecarError as exc:
         _fail(exc)
