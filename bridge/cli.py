@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -125,6 +126,9 @@ def shellenv(prefix: Path | None, dsh_home: Path | None) -> None:
     click.echo(f"export DSH_HOME={shlex.quote(str(env.dsh_home))}")
 
 
+_NAMED = re.compile(r"^[A-Z][A-Z_]+: ")
+
+
 def _row_state(dsh: Path, environ: dict[str, str], cwd: str) -> str:
     """``enabled``, ``disabled`` or ``missing``: the ``sidecar`` row as the profile composes it."""
     proc = subprocess.run([str(dsh), "--profile", "headless", "--dump-config"], cwd=cwd, env=environ,
@@ -157,7 +161,8 @@ def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
         )
     ok = proc.returncode == 0 and "dsh-sidecar mock route" in proc.stdout
     tail = _stderr_tail(proc.stderr, known=[])
-    return ok, tail[-1] if tail else f"exit {proc.returncode}, no stderr"
+    named = [line for line in tail if _NAMED.match(line)]
+    return ok, (named or tail or [f"exit {proc.returncode}, no stderr"])[0]
 
 
 def _python_check(profile: Path) -> tuple[bool, str]:
