@@ -11,8 +11,8 @@ from pathlib import Path
 from dshrun import ROOT, Dsh, wait_for
 
 
-def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: Dsh) -> None:
-    run = dsh.run('/mock run echo({"text": "hi"})')
+def test_mock_run_drives_one_real_tool_call_through_every_hook(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run echo({"text": "hi"})')
 
     assert run.rc == 0, run.stderr
     assert run.stdout.strip() == "mock run complete: 1 step, 1 tool call"
@@ -30,8 +30,8 @@ def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: Dsh) -> None
     assert call_id.startswith("mock-1-")
 
 
-def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: Dsh) -> None:
-    run = dsh.run('/mock run [echo({"text": "a"}) echo({"text": "b"})]')
+def test_mock_run_parallel_group_emits_both_calls_in_one_response(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run [echo({"text": "a"}) echo({"text": "b"})]')
 
     assert run.rc == 0, run.stderr
     messages = [m for m in run.events("assistant/message") if any(
@@ -43,8 +43,8 @@ def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: Dsh) -> N
     assert [line["path"] for line in run.trace if line["method"] == "tools/execute"] == ["root/0", "root/1"]
 
 
-def test_ordinary_turn_keeps_the_configured_provider(dsh: Dsh) -> None:
-    run = dsh.run("hello, no mock here")
+def test_ordinary_turn_keeps_the_configured_provider(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run("hello, no mock here")
 
     assert run.rc == 1
     assert "MISSING_CREDENTIAL" in run.stderr
@@ -53,8 +53,8 @@ def test_ordinary_turn_keeps_the_configured_provider(dsh: Dsh) -> None:
     assert not [line for line in run.trace if line["method"] == "llm/stream"]
 
 
-def test_invalid_mock_command_fails_the_run_without_a_tool_call(dsh: Dsh) -> None:
-    run = dsh.run("/mock run echo({text: 'single quotes'})")
+def test_invalid_mock_command_fails_the_run_without_a_tool_call(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run("/mock run echo({text: 'single quotes'})")
 
     assert run.rc == 1
     assert "INVALID_COMMAND" in run.stderr
@@ -79,41 +79,41 @@ def test_unknown_config_key_fails_the_boot(make_dsh) -> None:  # type: ignore[no
     assert "INVALID_CONFIG: tool_cassette" in run.stderr
 
 
-def test_killing_the_sidecar_mid_run_fails_closed(dsh: Dsh) -> None:
-    script = dsh.cwd / "two-steps.json"
+def test_killing_the_sidecar_mid_run_fails_closed(raw_dsh: Dsh) -> None:
+    script = raw_dsh.cwd / "two-steps.json"
     script.write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": [
         {"tool": "sleepy", "args": {"label": "first", "ms": 2000}},
         {"tool": "echo", "args": {"text": "must never run"}},
     ]}))
-    proc = dsh.start("/mock replay two-steps.json")
-    trace = dsh.cwd / "sidecar-trace.jsonl"
+    proc = raw_dsh.start("/mock replay two-steps.json")
+    trace = raw_dsh.cwd / "sidecar-trace.jsonl"
     wait_for(lambda: trace.exists() and '"tools/execute"' in trace.read_text())
     pid = json.loads(trace.read_text().splitlines()[0])["pid"]
     os.kill(pid, signal.SIGKILL)
 
-    run = dsh.finished(proc)
+    run = raw_dsh.finished(proc)
 
     assert run.rc != 0
     assert "SIDECAR_UNAVAILABLE" in run.stderr
     assert run.bodies() == ["sleepy"]
 
 
-def test_a_second_run_in_the_same_profile_still_works(dsh: Dsh) -> None:
-    first = dsh.run('/mock run echo({"text": "one"})')
-    second = dsh.run('/mock run echo({"text": "two"})')
+def test_a_second_run_in_the_same_profile_still_works(raw_dsh: Dsh) -> None:
+    first = raw_dsh.run('/mock run echo({"text": "one"})')
+    second = raw_dsh.run('/mock run echo({"text": "two"})')
 
     assert (first.rc, second.rc) == (0, 0)
-    assert dsh.cwd.joinpath("tool-bodies.log").read_text().split() == ["echo", "echo"]
+    assert raw_dsh.cwd.joinpath("tool-bodies.log").read_text().split() == ["echo", "echo"]
     assert len(second.sessions()) == 2
 
 
-def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: Dsh) -> None:
+def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(raw_dsh: Dsh) -> None:
     plan = ROOT / "python_core" / "mock" / "plan.py"
     original = plan.read_text()
     assert '"session-title": "Mock session"' in original
     try:
         plan.write_text(original.replace('"session-title": "Mock session"', '"session-title": "Edited title"'))
-        run = dsh.run('/mock run echo({"text": "hi"})')
+        run = raw_dsh.run('/mock run echo({"text": "hi"})')
     finally:
         plan.write_text(original)
 

@@ -103,8 +103,8 @@ def _changed(before: dict[str, bytes], cwd: Path) -> set[str]:
     return {name for name in after.keys() | before.keys() if before.get(name) != after.get(name)} - ignored
 
 
-def test_single_call_is_one_assistant_message_and_one_real_result(dsh: Dsh) -> None:
-    run = dsh.run('/mock run echo({"text": "single", "tags": ["x", "y"]})')
+def test_single_call_is_one_assistant_message_and_one_real_result(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run echo({"text": "single", "tags": ["x", "y"]})')
 
     assert run.rc == 0, run.stderr
     assert run.stdout.strip() == "mock run complete: 1 step, 1 tool call"
@@ -119,8 +119,8 @@ def test_single_call_is_one_assistant_message_and_one_real_result(dsh: Dsh) -> N
         "succeeded", "run", 1, 1)
 
 
-def test_parallel_group_issues_every_member_in_one_message_in_array_order(dsh: Dsh) -> None:
-    run = dsh.run(
+def test_parallel_group_issues_every_member_in_one_message_in_array_order(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run(
         '/mock run [echo({"text": "z"}) sleepy({"label": "m", "ms": 50}) echo({"text": "a"})]'
     )
 
@@ -135,14 +135,14 @@ def test_parallel_group_issues_every_member_in_one_message_in_array_order(dsh: D
     assert _last_status(run)["step_count"] == 1
 
 
-def test_explicit_wait_and_default_gap_show_in_the_logged_latencies(dsh: Dsh) -> None:
+def test_explicit_wait_and_default_gap_show_in_the_logged_latencies(raw_dsh: Dsh) -> None:
     script = _write_script(
-        dsh, "timed.json",
+        raw_dsh, "timed.json",
         _tool("echo", text="first"), {"wait": 800}, _tool("echo", text="second"), _tool("echo", text="third"),
     )
-    before = _snapshot(dsh.cwd)
+    before = _snapshot(raw_dsh.cwd)
 
-    run = dsh.run("/mock replay timed.json")
+    run = raw_dsh.run("/mock replay timed.json")
 
     assert run.rc == 0, run.stderr
     assert run.stdout.strip() == "mock replay complete: 3 steps, 3 tool calls"
@@ -152,17 +152,17 @@ def test_explicit_wait_and_default_gap_show_in_the_logged_latencies(dsh: Dsh) ->
     explicit, default = _latency_ms(events, 2), _latency_ms(events, 3)
     assert 800 <= explicit < 800 + SLACK_MS
     assert 100 <= default < 800
-    assert _changed(before, dsh.cwd) == set()
+    assert _changed(before, raw_dsh.cwd) == set()
     assert script.read_bytes() == before["timed.json"]
 
 
-def test_overwrite_wait_time_replaces_explicit_waits_but_not_the_default_gap(dsh: Dsh) -> None:
+def test_overwrite_wait_time_replaces_explicit_waits_but_not_the_default_gap(raw_dsh: Dsh) -> None:
     _write_script(
-        dsh, "slow.json",
+        raw_dsh, "slow.json",
         _tool("echo", text="first"), {"wait": 5000}, _tool("echo", text="second"), _tool("echo", text="third"),
     )
 
-    run = dsh.run("/mock replay slow.json --overwrite-wait-time-ms 0")
+    run = raw_dsh.run("/mock replay slow.json --overwrite-wait-time-ms 0")
 
     assert run.rc == 0, run.stderr
     events = _own(run)
@@ -180,14 +180,14 @@ def test_overwrite_wait_time_replaces_explicit_waits_but_not_the_default_gap(dsh
     ],
     ids=["unknown-tool", "invalid-args"],
 )
-def test_a_real_runtime_error_stops_every_later_step(dsh: Dsh, code: str, bad_step: dict[str, Any]) -> None:
+def test_a_real_runtime_error_stops_every_later_step(raw_dsh: Dsh, code: str, bad_step: dict[str, Any]) -> None:
     script = _write_script(
-        dsh, "failing.json",
+        raw_dsh, "failing.json",
         _tool("echo", text="before"), bad_step, _tool("sleepy", label="never", ms=1),
     )
-    before = _snapshot(dsh.cwd)
+    before = _snapshot(raw_dsh.cwd)
 
-    run = dsh.run("/mock replay failing.json")
+    run = raw_dsh.run("/mock replay failing.json")
 
     assert run.rc == 1
     assert code in run.stderr
@@ -201,17 +201,17 @@ def test_a_real_runtime_error_stops_every_later_step(dsh: Dsh, code: str, bad_st
     assert (status["state"], status["error_code"], status["failed_tool"], status["failed_step"]) == (
         "failed", code, bad_step["tool"], 2)
     assert (status["steps_started"], status["steps_stopped"]) == (2, 1)
-    assert _changed(before, dsh.cwd) == set()
+    assert _changed(before, raw_dsh.cwd) == set()
     assert script.read_bytes() == before["failing.json"]
 
 
-def test_interrupting_a_replay_during_a_wait_runs_no_later_step(dsh: Dsh) -> None:
+def test_interrupting_a_replay_during_a_wait_runs_no_later_step(raw_dsh: Dsh) -> None:
     script = _write_script(
-        dsh, "long-wait.json",
+        raw_dsh, "long-wait.json",
         _tool("echo", text="first"), {"wait": 30000}, _tool("echo", text="never"),
     )
-    before = _snapshot(dsh.cwd)
-    trace = dsh.cwd / "sidecar-trace.jsonl"
+    before = _snapshot(raw_dsh.cwd)
+    trace = raw_dsh.cwd / "sidecar-trace.jsonl"
 
     def waiting() -> bool:
         # The mock logs `llm/stream` for step 2 just before it sleeps the wait.
@@ -220,24 +220,26 @@ def test_interrupting_a_replay_during_a_wait_runs_no_later_step(dsh: Dsh) -> Non
             line["method"] == "llm/stream" and line["step"] == 2 and line["purpose"] is None for line in lines
         )
 
-    proc = dsh.start("/mock replay long-wait.json")
-    wait_for(lambda: (dsh.cwd / "tool-bodies.log").exists() and waiting())
+    proc = raw_dsh.start("/mock replay long-wait.json")
+    wait_for(lambda: (raw_dsh.cwd / "tool-bodies.log").exists() and waiting())
     proc.send_signal(signal.SIGINT)
-    run = dsh.finished(proc, timeout=20)
+    run = raw_dsh.finished(proc, timeout=20)
 
     assert run.rc != 0
     assert run.bodies() == ["echo"]
     events = _own(run)
     assert [name for [(name, _)] in _tool_messages(events)] == ["echo"]
     assert not [e for e in events if e["type"] == "step/start" and e["data"]["step"] == 3]
-    assert _changed(before, dsh.cwd) == set()
+    assert _changed(before, raw_dsh.cwd) == set()
     assert script.read_bytes() == before["long-wait.json"]
 
 
-def test_a_user_cancel_during_a_wait_ends_the_turn_with_a_cancelled_status(dsh: Dsh) -> None:
-    _write_script(dsh, "cancelled.json", _tool("cancel_later", ms=300), {"wait": 30000}, _tool("echo", text="never"))
+def test_a_user_cancel_during_a_wait_ends_the_turn_with_a_cancelled_status(raw_dsh: Dsh) -> None:
+    _write_script(
+        raw_dsh, "cancelled.json", _tool("cancel_later", ms=300), {"wait": 30000}, _tool("echo", text="never"),
+    )
 
-    run = dsh.run("/mock replay cancelled.json")
+    run = raw_dsh.run("/mock replay cancelled.json")
 
     assert run.rc == 1
     assert run.bodies() == ["cancel_later"]
@@ -285,8 +287,8 @@ def test_a_converted_session_log_replays_the_same_tool_calls(make_dsh: MakeDsh) 
     assert _session_files(recorder.cwd) == [log]
 
 
-def test_the_mock_slash_command_queues_a_mock_turn(dsh: Dsh) -> None:
-    run = dsh.run('/mock run run_command({"line": "/mock run echo({\\"text\\": \\"via command\\"})"})')
+def test_the_mock_slash_command_queues_a_mock_turn(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run run_command({"line": "/mock run echo({\\"text\\": \\"via command\\"})"})')
 
     assert run.rc == 0, run.stderr
     assert run.bodies() == ["run_command", "echo"]
@@ -301,8 +303,8 @@ def test_the_mock_slash_command_queues_a_mock_turn(dsh: Dsh) -> None:
     assert finals == [("1", "succeeded"), ("2", "succeeded")]
 
 
-def test_an_ordinary_turn_after_a_mock_turn_uses_the_real_route_again(dsh: Dsh) -> None:
-    run = dsh.run('/mock run queue_followup({"text": "a plain question, no mock"})')
+def test_an_ordinary_turn_after_a_mock_turn_uses_the_real_route_again(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run queue_followup({"text": "a plain question, no mock"})')
 
     assert run.rc == 1
     assert "MISSING_CREDENTIAL" in run.stderr
@@ -350,12 +352,12 @@ def test_two_sessions_replay_different_scripts_concurrently_without_crosstalk(ma
         assert len(run.sessions()) == 1
 
 
-def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_path(dsh: Dsh) -> None:
-    script = _write_script(dsh, "s.json", _tool("echo", text="never"))
-    (dsh.cwd / "private-dir").mkdir()
-    before = _snapshot(dsh.cwd)
+def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_path(raw_dsh: Dsh) -> None:
+    script = _write_script(raw_dsh, "s.json", _tool("echo", text="never"))
+    (raw_dsh.cwd / "private-dir").mkdir()
+    before = _snapshot(raw_dsh.cwd)
 
-    run = dsh.run("/mock replay private-dir/../s.json")
+    run = raw_dsh.run("/mock replay private-dir/../s.json")
 
     assert run.rc == 1
     assert "PATH_REFUSED" in run.stderr
@@ -363,15 +365,15 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
     assert "private-dir" not in run.stderr + run.stdout
     assert run.bodies() == []
     assert _tool_messages(_own(run)) == []
-    assert _changed(before, dsh.cwd) == set()
+    assert _changed(before, raw_dsh.cwd) == set()
     assert script.read_bytes() == before["s.json"]
 
 
-def test_the_agent_stays_running_across_steps_and_waits(dsh: Dsh) -> None:
+def test_the_agent_stays_running_across_steps_and_waits(raw_dsh: Dsh) -> None:
     steps = (_tool("echo", text="a"), {"wait": 300}, _tool("echo", text="b"), _tool("echo", text="c"))
-    _write_script(dsh, "paced.json", *steps)
+    _write_script(raw_dsh, "paced.json", *steps)
 
-    run = dsh.run("/mock replay paced.json")
+    run = raw_dsh.run("/mock replay paced.json")
 
     assert run.rc == 0, run.stderr
-    assert (dsh.cwd / "agent-status.log").read_text().split() == ["running", "idle"]
+    assert (raw_dsh.cwd / "agent-status.log").read_text().split() == ["running", "idle"]
