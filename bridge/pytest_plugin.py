@@ -125,6 +125,9 @@ class DshRunner:
         script: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         tools: Sequence[str] | None = None,
         subagents: bool | SubagentCassette = False,
+        tool_cassette: ToolCassette | None = None,
+        subagent_cassette: SubagentCassette | None = None,
+        record_mode: RecordMode | None = None,
         rows: Sequence[Row] = (),
         patches: Sequence[str | os.PathLike[str]] = (),
         check: bool = True,
@@ -132,12 +135,15 @@ class DshRunner:
     ) -> RunResult:
         """Run one turn; ``tools`` selects a tool cassette, ``subagents`` a subagent cassette.
 
-        With ``check`` (the default) a failed run fails the test with its explanation; other
-        keyword arguments go to ``bridge.run.run``.
+        ``tool_cassette`` / ``subagent_cassette`` name a cassette explicitly instead (relative files
+        resolve against the run's cwd), e.g. to record and replay one file within a test;
+        ``record_mode`` overrides the session's for this call. With ``check`` (the default) a
+        failed run fails the test with its explanation; other keyword arguments go to
+        ``bridge.run.run``.
         """
-        tool_cassette = None if not tools else ToolCassette(file=str(self.cassette("tools")), include=list(tools))
-        subagent_cassette = None
-        if subagents:
+        if tool_cassette is None and tools:
+            tool_cassette = ToolCassette(file=str(self.cassette("tools")), include=list(tools))
+        if subagent_cassette is None and subagents:
             file = str(self.cassette("subagents"))
             subagent_cassette = (
                 SubagentCassette(file=file) if subagents is True
@@ -149,7 +155,8 @@ class DshRunner:
         try:
             result = run(
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
-                record_mode=self.record_mode, rows=rows, patches=[*self.patches, *patches], host=self.host,
+                record_mode=record_mode or self.record_mode, rows=rows, patches=[*self.patches, *patches],
+                host=self.host,
                 record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
             )
         except CassetteMissing as exc:

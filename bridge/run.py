@@ -14,8 +14,10 @@ its session logs by the ids the sidecar reports (one path computation, no folder
 runs DSH in a new process group that a timeout kills as a whole. Record modes follow
 pytest-recording: ``none`` replays and never records, ``once`` records only a missing
 cassette, ``all`` re-records. A recording goes to a private file beside the cassette and is
-published (create-only for ``once``, atomic replace for ``all``) only when the run exits 0 and
-the cassette reports a complete recording; otherwise the old cassette is left untouched.
+published (create-only for ``once``, atomic replace for ``all``) only when the cassette reports
+a complete recording and the sidecar shut down without errors (not killed, not timed out);
+otherwise the old cassette is left untouched. The turn's own outcome does not matter: a turn
+that fails on purpose (a recorded tool error) is a complete recording.
 """
 
 from __future__ import annotations
@@ -565,9 +567,12 @@ def run(
             file.unlink(missing_ok=True)
     counts = {c.kind: c for c in report.cassettes} if report is not None else {}
     summaries: dict[str, CassetteSummary] = {}
+    # Complete: the sidecar shut down cleanly and the cassette itself reports a finished
+    # recording. A turn that failed on purpose (a recorded tool error) is still a recording.
+    clean = report is not None and not report.errors and not timed_out
     for plan in plans:
         count = counts.get(plan.kind)
-        complete = code == 0 and not timed_out and count is not None and count.published
+        complete = clean and count is not None and count.published
         published = _publish(plan, complete) if plan.mode == "record" else False
         summaries[plan.kind] = _summary(plan, count, published)
     return _result(host, text, report, code, out, err, timed_out, duration_ms, summaries)

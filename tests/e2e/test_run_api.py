@@ -32,6 +32,7 @@ from bridge.run import (
 from python_core.session_log import project_key
 
 WEATHER = '/mock run weather_lookup({"city": "Paris"})'
+BROKEN = '/mock run broken({"why": "on purpose"})'
 SCHEMA = ROOT / "docs" / "run-result.schema.json"
 
 
@@ -96,13 +97,13 @@ def test_record_mode_all_replaces_the_cassette_only_with_a_complete_recording(tm
                 record_mode="all")
     assert first.ok, first.explain()
     old = (tmp_path / "echo.ndjson").read_bytes()
-    # A re-record whose turn fails (the second step names no tool) must not touch the cassette.
+    # A re-record that never finishes (killed by the timeout in a long wait) must not touch it.
     failed = run(
         script={"type": "dsh-mock-script", "version": 1, "steps": [
-            {"tool": "echo", "args": {"text": "new"}}, {"tool": "no_such_tool", "args": {}}]},
-        cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="all",
+            {"tool": "echo", "args": {"text": "new"}}, {"wait": 600000}, {"tool": "echo", "args": {"text": "x"}}]},
+        cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="all", timeout=6,
     )
-    assert failed.exit_code == 1
+    assert failed.timed_out
     assert failed.tool_cassette is not None and not failed.tool_cassette.published
     assert (tmp_path / "echo.ndjson").read_bytes() == old
     assert sorted(p for p in os.listdir(tmp_path) if "echo.ndjson" in p) == ["echo.ndjson"]
@@ -112,6 +113,18 @@ def test_record_mode_all_replaces_the_cassette_only_with_a_complete_recording(tm
     replay = run('/mock run echo({"text": "new"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
     assert replay.ok, replay.explain()
     assert replay.result("echo").value == {"text": "new"}
+
+
+def test_a_turn_that_fails_on_purpose_is_still_a_complete_recording(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="broken.ndjson", include=["broken"])
+    record = run(BROKEN, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    assert record.exit_code == 1 and record.result("broken").is_error
+    assert record.tool_cassette is not None and record.tool_cassette.published
+    replay = run(BROKEN, cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
+    assert replay.exit_code == 1 and replay.errors == []
+    assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
+    assert replay.result("broken").error_code == record.result("broken").error_code
+    assert _bodies(tmp_path) == ["broken"]
 
 
 def test_a_replay_mismatch_explains_which_call_differed_and_how_to_re_record(tmp_path: Path) -> None:
