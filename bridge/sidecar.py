@@ -117,7 +117,9 @@ class Sidecar:
         hooks: list[str] = []
         if config.mock.enabled:
             home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
-            self.mock = MockDriver(config.mock, self.trace, (os.path.join(os.path.abspath(home), "sessions"),))
+            # Resolved: the run API's private DSH_HOME links `sessions` to the shared folder.
+            sessions = os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))
+            self.mock = MockDriver(config.mock, self.trace, (sessions,))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
