@@ -5,18 +5,44 @@ Exit codes: 0 ok, 1 the thing checked is broken or invalid, 2 usage or environme
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
+import msgspec
 
 from bridge.hostenv import HostError, ensure_host, find_node, host_env
 from bridge.install import PACKAGE, install_package, install_plugin
+from bridge.run import (
+    RECORD_MODES,
+    HostNotFound,
+    RecordMode,
+    SubagentCassette,
+    ToolCassette,
+    _stderr_tail,
+    find_host,
+    run,
+)
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
+from python_core.session_log import (
+    SessionSummary,
+    mock_statuses,
+    project_key,
+    read_session_log,
+    summarize,
+    tool_calls,
+    tool_results,
+)
 from python_core.subagent_cassette.cli import cli as subagent_cassette_cli
 from python_core.tool_cassette.cli import main as tool_cassette_cli
 
@@ -25,9 +51,9 @@ __all__ = ["main"]
 _PREFIX = click.option(
     "--prefix",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path(".host"),
-    show_default=True,
-    help="Project-local host prefix (node, pnpm, dsh, default DSH_HOME).",
+    default=None,
+    help="Host prefix (node, pnpm, dsh, default DSH_HOME). Default: $DSH_SIDECAR_HOST, else the .host "
+    "found in this folder or a parent (like git), else ./.host.",
 )
 _DSH_HOME = click.option(
     "--dsh-home",
@@ -44,7 +70,21 @@ def _home(dsh_home: Path | None) -> Path | None:
     return Path(env) if env else None
 
 
-def _fail(error: SidecarError, hint_exit: int = 2) -> None:
+def _prefix(prefix: Path | None) -> Path:
+    """The host prefix: the option, else the project's existing host, else a new ``./.host``."""
+    if prefix is not None:
+        return prefix
+    try:
+        found = find_host().prefix
+    except HostNotFound:
+        click.echo("dsh-sidecar: no host here or in a parent folder; using ./.host", err=True)
+        return Path(".host")
+    if found != Path(".host").resolve():
+        click.echo(f"dsh-sidecar: using the host at {found}", err=True)
+    return found
+
+
+def _fail(error: SidecarError, hint_exit: int = 2) -> NoReturn:
     click.echo(f"dsh-sidecar: {error}", err=True)
     sys.exit(hint_exit)
 
@@ -62,22 +102,57 @@ def host() -> None:
 @host.command("install")
 @_PREFIX
 @_DSH_HOME
-def host_install(prefix: Path, dsh_home: Path | None) -> None:
+def host_install(prefix: Path | None, dsh_home: Path | None) -> None:
     """Install Node (if needed), pnpm and DSH rc.8 with the hmr fix under PREFIX."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"dsh: {env.dsh}")
     click.echo(f"DSH_HOME: {env.dsh_home}")
+    if shutil.which("dsh") != str(env.dsh):
+        click.echo('to put dsh on PATH in this shell: eval "$(dsh-sidecar shellenv)"')
+
+
+@main.command("shellenv")
+@_PREFIX
+@_DSH_HOME
+def shellenv(prefix: Path | None, dsh_home: Path | None) -> None:
+    """Print the shell lines that put this project's dsh on PATH: eval "$(dsh-sidecar shellenv)"."""
+    env = host_env(_prefix(prefix), _home(dsh_home))
+    if not env.dsh.exists():
+        _fail(HostNotFound("no dsh under that prefix; run `dsh-sidecar host install`"), 1)
+    click.echo(f"export PATH={shlex.quote(str(env.bin_dir))}:\"$PATH\"")
+    click.echo(f"export DSH_HOME={shlex.quote(str(env.dsh_home))}")
+
+
+_NAMED = re.compile(r"^[A-Z][A-Z_]+: ")
+
+
+def _row_state(dsh: Path, environ: dict[str, str], cwd: str) -> str:
+    """``enabled``, ``disabled`` or ``missing``: the ``sidecar`` row as the profile composes it."""
+    proc = subprocess.run([str(dsh), "--profile", "headless", "--dump-config"], cwd=cwd, env=environ,
+                          capture_output=True, text=True, timeout=120)
+    lines = proc.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == "- id: sidecar"), None)
+    if start is None:
+        return "missing"
+    for line in lines[start + 1:]:
+        if not line.startswith(" "):
+            break
+        if line.strip().startswith("disabled:"):
+            return "disabled" if line.split(":", 1)[1].strip() == "true" else "enabled"
+    return "enabled"
 
 
 def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
-    """Boot the headless profile once with the sidecar row on and an ordinary task."""
+    """Boot the headless profile as configured (the sidecar row's own config and python), only
+    switching the row on and the default model to the sidecar's mock route."""
     with tempfile.TemporaryDirectory() as work:
         patch = Path(work) / "doctor.patch.yml"
+        # An id-targeted patch replaces only the keys it names: the row keeps its config.
         patch.write_text(
-            "- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: false\n  config: {}\n"
+            "- id: sidecar\n  disabled: false\n"
             "- id: agent-default-model\n  config: { provider: mock, model: mock }\n"
         )
         proc = subprocess.run(
@@ -85,15 +160,29 @@ def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
             cwd=work, env=environ, capture_output=True, text=True, timeout=120,
         )
     ok = proc.returncode == 0 and "dsh-sidecar mock route" in proc.stdout
-    return ok, (proc.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+    tail = _stderr_tail(proc.stderr, known=[])
+    named = [line for line in tail if _NAMED.match(line)]
+    return ok, (named or tail or [f"exit {proc.returncode}, no stderr"])[0]
+
+
+def _python_check(profile: Path) -> tuple[bool, str]:
+    """Whether the interpreter the installed row starts can import the bridge."""
+    try:
+        python = json.loads((profile / "node_modules" / PACKAGE / "install.json").read_text())["python"]
+        proc = subprocess.run([*python, "-c", "import bridge.sidecar"], capture_output=True, text=True, timeout=60)
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
+        return False, f"cannot start it ({type(exc).__name__})"
+    if proc.returncode != 0:
+        return False, f"{python[0]} cannot import the bridge; re-run `dsh-sidecar install` from the right venv"
+    return True, f"{python[0]} (imports the bridge)"
 
 
 @host.command("doctor")
 @_PREFIX
 @_DSH_HOME
-def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
-    """Print Node, pnpm and DSH versions, the profile dir, and whether a headless boot works."""
-    env = host_env(prefix, _home(dsh_home))
+def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
+    """Check the host and the headless profile as a run will use them; exit 1 with a fix if broken."""
+    env = host_env(_prefix(prefix), _home(dsh_home))
     environ = env.environ()
     problems: list[str] = []
 
@@ -114,6 +203,9 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     click.echo(f"pnpm:    {pnpm or 'missing'}")
     dsh = version([str(env.dsh), "--version"])
     click.echo(f"dsh:     {dsh or 'missing'}")
+    click.echo(f"dsh at:  {env.dsh}")
+    on_path = shutil.which("dsh") == str(env.dsh)
+    click.echo("PATH:    " + ("dsh is on PATH" if on_path else 'dsh is not on PATH: eval "$(dsh-sidecar shellenv)"'))
     profile = env.dsh_home / "profiles" / "headless"
     click.echo(f"profile: {profile}")
     installed = (profile / "node_modules" / PACKAGE).is_dir()
@@ -123,6 +215,14 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     if not installed:
         problems.append("plugin")
     if dsh is not None and installed:
+        ok, what = _python_check(profile)
+        click.echo(f"python:  {what}")
+        if not ok:
+            problems.append("python")
+        row = _row_state(env.dsh, environ, str(env.prefix))
+        click.echo(f"row:     {row}" + ("" if row == "enabled" else
+                   " (the run API and the pytest plugin enable it per run; enable it in the profile's "
+                   "cordis.patch.yml for plain `dsh` runs)"))
         ok, last = _boot_check(env.dsh, environ)
         click.echo(f"boot:    {'ok' if ok else 'FAILED: ' + last}")
         if not ok:
@@ -130,11 +230,10 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     else:
         click.echo("boot:    not tried")
     if problems:
-        click.echo(
-            "fix: run `dsh-sidecar host install` then `dsh-sidecar install --profile headless` "
-            f"(broken: {', '.join(problems)})",
-            err=True,
-        )
+        fix = ("fix the row's config or python (the boot line names it), then run doctor again"
+               if problems == ["boot"] else
+               "run `dsh-sidecar host install` then `dsh-sidecar install --profile headless`")
+        click.echo(f"fix: {fix} (broken: {', '.join(problems)})", err=True)
         sys.exit(1)
 
 
@@ -148,10 +247,10 @@ def host_doctor(prefix: Path, dsh_home: Path | None) -> None:
     default=None,
     help="Interpreter the plugin row starts (default: this one).",
 )
-def install(profile: str, prefix: Path, dsh_home: Path | None, python: str | None) -> None:
+def install(profile: str, prefix: Path | None, dsh_home: Path | None, python: str | None) -> None:
     """Pack node_shim and install it with `dsh plugin --profile PROFILE add <tgz>`."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
         profile_dir = install_plugin(env, profile, [python] if python else None)
     except SidecarError as exc:
         _fail(exc)
@@ -164,14 +263,174 @@ def install(profile: str, prefix: Path, dsh_home: Path | None, python: str | Non
 @click.option("--profile", default="headless", show_default=True, help="DSH profile to install into.")
 @_PREFIX
 @_DSH_HOME
-def add_local_plugin(directory: Path, profile: str, prefix: Path, dsh_home: Path | None) -> None:
+def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_home: Path | None) -> None:
     """Pack a local DSH plugin DIRECTORY and install it with `dsh plugin add` (replacing it)."""
     try:
-        env = ensure_host(prefix, _home(dsh_home))
+        env = ensure_host(_prefix(prefix), _home(dsh_home))
         profile_dir = install_package(env, profile, directory.resolve())
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")
+
+
+@main.command("run", context_settings={"allow_interspersed_args": False})
+@click.argument("task", required=False)
+@click.option("--tool-cassette", "tool_file", default=None, help="Tool cassette file (relative to --cwd).")
+@click.option("--include", "include", multiple=True, help="Tool name or `*` pattern the tool cassette selects.")
+@click.option("--subagent-cassette", "subagent_file", default=None, help="Subagent cassette file (transparent).")
+@click.option("--script", default=None, help="Canonical mock script to /mock replay (instead of TASK).")
+@click.option("--overwrite-wait-time-ms", "wait_ms", type=click.IntRange(min=0), default=None,
+              help="With --script: replace every wait.")
+@click.option("--record-mode", type=click.Choice(RECORD_MODES), default="none", show_default=True,
+              help="none: replay only; once: record missing cassettes; all: re-record.")
+@click.option("--patch", "patches", multiple=True, help="Extra --patch layer for dsh (repeatable).")
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True), default=None, help="DSH working directory.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds before the run is killed.")
+@click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
+def run_command(
+    task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
+    script: str | None, wait_ms: int | None, record_mode: RecordMode, patches: tuple[str, ...], cwd: str | None,
+    timeout: float, as_json: bool,
+) -> None:
+    """Run one headless DSH turn with cassettes; exit with the run's exit code.
+
+    \b
+    dsh-sidecar run --tool-cassette w.ndjson --include weather_lookup --record-mode once -- \\
+        '/mock run weather_lookup({"city": "Paris"})'
+    """
+    if (task is None) == (script is None):
+        raise click.UsageError("give exactly one of TASK and --script")
+    if (tool_file is None) != (not include):
+        raise click.UsageError("--tool-cassette and --include go together")
+    # Paths on the command line are relative to the shell's directory, as everywhere else.
+    tool_file, subagent_file, script = (
+        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, script)
+    )
+    try:
+        result = run(
+            task, script=script, overwrite_wait_time_ms=wait_ms,
+            tool_cassette=None if tool_file is None else ToolCassette(file=tool_file, include=list(include)),
+            subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
+            record_mode=record_mode, patches=patches, cwd=cwd, timeout=timeout,
+            record_hint="record it with `--record-mode once`",
+        )
+    except SidecarError as exc:
+        _fail(exc, exc.exit_code)
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+    else:
+        click.echo(result.stdout, nl=False)
+        click.echo(result.stderr, nl=False, err=True)
+        for summary in (result.tool_cassette, result.subagent_cassette):
+            if summary is not None and summary.mode == "record":
+                state = "published" if summary.published else "NOT published (old cassette untouched)"
+                click.echo(f"dsh-sidecar run: {summary.kind} cassette {summary.file} {state}", err=True)
+        if result.timed_out:
+            click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
+    sys.exit(124 if result.timed_out else result.exit_code)
+
+
+class SessionNotFound(SidecarError):
+    """No session log matches."""
+
+    code = "SESSION_NOT_FOUND"
+
+
+def _sessions_home(dsh_home: Path | None) -> Path:
+    """``--dsh-home``, else ``$DSH_HOME``, else the project's host, else ``~/.dsh`` (as rc.8)."""
+    home = _home(dsh_home)
+    if home is not None:
+        return home
+    try:
+        return find_host().dsh_home
+    except HostNotFound:
+        return Path.home() / ".dsh"
+
+
+def _session_logs(home: Path, cwd: str) -> list[tuple[SessionSummary, Path, list[dict[str, Any]]]]:
+    folder = home / "sessions" / project_key(os.path.realpath(cwd))
+    found = []
+    for entry in folder.iterdir() if folder.is_dir() else []:
+        path = next((entry / n for n in ("session.jsonl.zstd", "session.jsonl") if (entry / n).is_file()), None)
+        if path is None:
+            continue
+        try:
+            events = read_session_log(path)
+        except (SidecarError, ValueError):
+            continue  # a log still being written, or not a log
+        if events:
+            found.append((summarize(events), path, events))
+    return sorted(found, key=lambda item: item[0].created_at or 0, reverse=True)
+
+
+def _when(ms: int | None) -> str:
+    return "?" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
+@main.group()
+def sessions() -> None:
+    """List and show DSH session logs (decoded: turns, tool calls and results, mock status)."""
+
+
+@sessions.command("list")
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory whose sessions to list.")
+@_DSH_HOME
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
+def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool) -> None:
+    """The sessions of CWD, newest first."""
+    found = _session_logs(_sessions_home(dsh_home), cwd)[:limit]
+    if as_json:
+        click.echo(msgspec.json.encode([s for s, _, _ in found]).decode())
+        return
+    if not found:
+        click.echo("no sessions for this folder", err=True)
+        return
+    for s, _, _ in found:
+        ends = ",".join(s.end_reasons) or "-"
+        mock = f" mock:{s.mock_state}" if s.mock_state else ""
+        click.echo(f"{s.session_id}  {_when(s.created_at)}  turns:{s.turns} end:{ends} tools:{s.tool_calls}"
+                   f" errors:{s.tool_errors}{mock}  {s.task[:60]!r}")
+
+
+@sessions.command("show")
+@click.argument("session_id", required=False)
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session.")
+@_DSH_HOME
+@click.option("--json", "as_json", is_flag=True, help="Summary, tool calls, results, mock status and events as JSON.")
+@click.option("--events", "raw_events", is_flag=True, help="Print every event as one JSON line.")
+def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_json: bool, raw_events: bool) -> None:
+    """Show SESSION_ID (default: the newest session of CWD), decoded."""
+    found = _session_logs(_sessions_home(dsh_home), cwd)
+    match = next((f for f in found if session_id is None or f[0].session_id == session_id), None)
+    if match is None:
+        what = f"session {session_id}" if session_id else "no session"
+        _fail(SessionNotFound(f"{what} for this folder; list them with `dsh-sidecar sessions list`"), 1)
+    summary, path, events = match
+    calls, results, statuses = tool_calls(events), tool_results(events), mock_statuses(events)
+    if raw_events:
+        for event in events:
+            click.echo(json.dumps(event, ensure_ascii=False))
+        return
+    if as_json:
+        document = {"summary": summary, "path": str(path), "tool_calls": calls, "tool_results": results,
+                    "mock": statuses, "events": events}
+        click.echo(msgspec.json.encode(document).decode())
+        return
+    click.echo(f"session {summary.session_id} ({_when(summary.created_at)}, depth {summary.delegation_depth})")
+    click.echo(f"log:     {path}")
+    click.echo(f"task:    {summary.task[:200]!r}")
+    click.echo(f"turns:   {summary.turns} (end: {', '.join(summary.end_reasons) or '-'})")
+    names = {c.call_id: c.tool for c in calls}
+    for c in calls:
+        click.echo(f"call     {c.call_id} {c.tool} (turn {c.turn}, step {c.step})")
+    for r in results:
+        state = f"error {r.error_code or ''}".rstrip() if r.is_error else "ok"
+        click.echo(f"result   {r.call_id} {names.get(r.call_id, '?')}: {state}: {r.output[:120]!r}")
+    for m in statuses:
+        click.echo(f"mock     {m.state} steps {m.steps_completed}/{m.step_count}"
+                   + (f" {m.error_code}" if m.error_code else ""))
+    click.echo(f"final:   {summary.final_text[:200]!r}")
 
 
 main.add_command(mock_cli, "mock")

@@ -83,6 +83,9 @@ class MockDriver:
         # Besides the session cwd, replay may read the logs where DSH writes them.
         self.sessions_roots = sessions_roots
         self.sessions = MockSessions()
+        # Delegation tools a subagent cassette serves (replays, or records for a later replay),
+        # so a replay script may call them (set by the sidecar once the cassette is open).
+        self.replayed_delegation: frozenset[str] = frozenset()
         self._mock_turn: dict[str, int] = {}
         self._refused: dict[tuple[str, int], SidecarError] = {}
         self._restore: dict[str, Route] = {}
@@ -138,7 +141,8 @@ class MockDriver:
             )
             # A replayed nested tool would run its children live: refuse it up front. A `run`
             # names its calls explicitly, so it may delegate (that is how subagents are tested).
-            reject_nested_tools(script, nested_tools=DEFAULT_NESTED_TOOLS | set(self.config.nested_tools))
+            nested = (DEFAULT_NESTED_TOOLS | set(self.config.nested_tools)) - self.replayed_delegation
+            reject_nested_tools(script, nested_tools=nested)
             mode, overwrite = "replay", command.overwrite_wait_ms
         else:
             script, source_format, name, mode = command.script, "command", None, "run"

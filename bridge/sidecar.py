@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 
+from msgspec import UNSET, Raw
+
 from bridge.mock_driver import MockDriver
 from bridge.protocol import (
     PROTOCOL_VERSION,
@@ -37,6 +39,7 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
 )
+from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from bridge.server import Handler, InlineHandler
 from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
@@ -47,6 +50,11 @@ from python_core.errors import ProtocolError, SidecarError
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
 
 __all__ = ["Sidecar"]
+
+
+_NULL = Raw(b"null")
+# The delegation tool whose children reach a provider's start(), which the cassette serves.
+REPLAYED_DELEGATION = frozenset({"subagent"})
 
 
 class NotInitialized(ProtocolError):
@@ -66,6 +74,9 @@ class Sidecar:
         self.mock: MockDriver | None = None
         self.subagents: SubagentHooks | None = None
         self.startup_errors: list[SidecarError] = []
+        # The run report's inputs, kept only when a report is configured.
+        self._sessions: dict[str, None] = {}
+        self._calls: list[CallPath] = []
 
     def handlers(self) -> dict[str, Handler]:
         """The async methods: they may wait (and be cancelled)."""
@@ -106,7 +117,9 @@ class Sidecar:
         hooks: list[str] = []
         if config.mock.enabled:
             home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
-            self.mock = MockDriver(config.mock, self.trace, (os.path.join(os.path.abspath(home), "sessions"),))
+            # Resolved: the run API's private DSH_HOME links `sessions` to the shared folder.
+            sessions = os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))
+            self.mock = MockDriver(config.mock, self.trace, (sessions,))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
@@ -118,6 +131,10 @@ class Sidecar:
                 host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
+            if self.mock is not None:
+                # Replay serves the child from the file; record captures the live child so the
+                # same script can replay it later. Without a subagent cassette it stays refused.
+                self.mock.replayed_delegation = REPLAYED_DELEGATION
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
@@ -138,9 +155,32 @@ class Sidecar:
             notes.extend(subagent_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
-        exit_code = max((e.exit_code for e in errors), default=0)
-        return ShutdownResult(
-            exitCode=min(exit_code, 1) if errors else 0, errors=[str(e) for e in errors], notes=notes
+        result = ShutdownResult(exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes)
+        if self.config is not None and self.config.report is not None:
+            write_report(self.config.report, self._report(errors, result))
+        return result
+
+    def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
+        cassettes = []
+        tool_report = None if self.tools is None else self.tools.closed
+        if tool_report is not None:
+            s = tool_report.stats
+            cassettes.append(CassetteCounts(
+                kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
+                unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
+            ))
+        subagent_report = None if self.subagents is None else self.subagents.closed
+        if subagent_report is not None:
+            a = subagent_report.stats
+            cassettes.append(CassetteCounts(
+                kind="subagent", mode=a.mode, selected=a.started, recorded=a.recorded, consumed=a.replayed,
+                unconsumed=a.unconsumed, missed=a.missed,
+                published=a.mode == "record" and a.recorded > 0 and not subagent_report.errors,
+            ))
+        return RunReport(
+            cwd=self.config.cwd if self.config is not None else "", sessions=list(self._sessions),
+            calls=self._calls, cassettes=cassettes, errors=[ReportedError(e.code, e.message) for e in errors],
+            notes=result.notes, exitCode=result.exitCode,
         )
 
     def _tool_hooks(self) -> ToolHooks:
@@ -164,6 +204,9 @@ class Sidecar:
     def tools_result(self, params: ResultParams) -> None:
         """``tools/result`` notification: the final outcome."""
         self._tool_hooks().result(params)
+        if self.config is not None and self.config.report is not None:
+            value = params.result.value
+            self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
 
     async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
         """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
@@ -171,7 +214,9 @@ class Sidecar:
 
     def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
         """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
-        return self._mock().pre_step(params)
+        result = self._mock().pre_step(params)
+        self._sessions.setdefault(params.sessionId)
+        return result
 
     def mock_route(self, params: RouteParams) -> RouteResult:
         """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""

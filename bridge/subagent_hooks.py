@@ -26,6 +26,7 @@ from bridge.protocol import (
 from bridge.trace import Trace
 from python_core.errors import SidecarError
 from python_core.subagent_cassette import (
+    CloseReport,
     Forward,
     Miss,
     StartRequest,
@@ -44,6 +45,7 @@ class SubagentHooks:
         self.cassette = cassette
         self.setup = setup
         self.trace = trace
+        self.closed: CloseReport | None = None
 
     @classmethod
     def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> SubagentHooks:
@@ -97,7 +99,7 @@ class SubagentHooks:
 
     def close(self) -> tuple[list[SidecarError], list[str]]:
         """Close the cassette; return its errors and a summary line."""
-        report = self.cassette.close()
+        report = self.closed = self.cassette.close()
         s = report.stats
         note = (
             f"subagent cassette {s.mode}: {s.started} starts, {s.recorded} recorded, {s.replayed} replayed, "

@@ -21,6 +21,7 @@ from bridge.trace import Trace
 from python_core.errors import SidecarError
 from python_core.tool_cassette.config import ToolCassetteConfig
 from python_core.tool_cassette.engine import (
+    CloseReport,
     ExecuteEvent,
     Passthrough,
     PostEvent,
@@ -45,6 +46,7 @@ class ToolHooks:
         self.trace = trace
         self.mock = mock
         self.cassette = cassette
+        self.closed: CloseReport | None = None
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
@@ -119,7 +121,7 @@ class ToolHooks:
         """Finish the cassette; return the errors that fail the run and a summary line."""
         if self.cassette is None:
             return [], []
-        report = self.cassette.close()
+        report = self.closed = self.cassette.close()
         stats = report.stats
         note = (
             f"tool cassette {stats.mode}: {stats.selected} selected calls, "

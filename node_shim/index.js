@@ -87,6 +87,23 @@ async function startSidecar(config) {
   }
 }
 
+/**
+ * The sidecar refused to start (a named error) or could not start: say it once, with the fix,
+ * and end the DSH process before any turn runs. Throwing instead would make rc.8 print the
+ * error with its stack twice; carrying on without the sidecar would run real tools.
+ * @param {any} error
+ * @returns {never}
+ */
+function refuseBoot(error) {
+  // A sidecar that could not start was already reported by its exit watcher.
+  if (!(error instanceof SidecarUnavailable)) process.stderr.write(`dsh-sidecar: ${error.message}\n`)
+  const hint = error.hint ?? (error instanceof SidecarUnavailable
+    ? 'the row\'s `python` (default: the interpreter `dsh-sidecar install` ran with) must start `-m bridge`; re-run `dsh-sidecar install` from that environment or set `python`'
+    : undefined)
+  if (hint) process.stderr.write(`dsh-sidecar: fix: ${hint}\n`)
+  process.exit(1)
+}
+
 /** @param {import('@deepseek-ai/cordis').Context} ctx @param {any} config */
 export async function apply(ctx, config) {
   /** @type {Rpc | undefined} */
@@ -94,7 +111,7 @@ export async function apply(ctx, config) {
   /** @type {any} */
   let reply
   await ctx.effect(async () => {
-    const started = await startSidecar(config)
+    const started = await startSidecar(config).catch((/** @type {any} */ error) => refuseBoot(error))
     rpc = started.rpc
     reply = started.reply
     return async () => {

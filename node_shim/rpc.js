@@ -4,7 +4,7 @@
  * Mechanics only: framing, ids, pending map, cancellation. No decisions.
  */
 
-/** @typedef {{ code: number, message: string, data?: { code?: string } }} RpcErrorObject */
+/** @typedef {{ code: number, message: string, data?: { code?: string, hint?: string } }} RpcErrorObject */
 /** @typedef {(params: any) => Promise<any>} Handler */
 
 export class SidecarUnavailable extends Error {
@@ -23,6 +23,8 @@ export class RemoteError extends Error {
     super(error.message.startsWith(`${code}:`) ? error.message : `${code}: ${error.message}`)
     this.name = 'SidecarError'
     this.code = code
+    /** how to fix it, when Python knows */
+    this.hint = error.data?.hint
   }
 }
 

@@ -1,7 +1,7 @@
 """The plugin row's config, parsed once at ``initialize`` into a frozen value.
 
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
-``trace``. Each feature section is parsed by its own package; an unknown key anywhere is a
+``trace``, ``report``. Each feature section is parsed by its own package; an unknown key anywhere is a
 ``ConfigError`` naming the field, so a typo fails the DSH boot instead of being ignored.
 """
 
@@ -18,7 +18,7 @@ from python_core.tool_cassette.config import parse_config as parse_tool_cassette
 
 __all__ = ["MockConfig", "SidecarConfig", "parse_sidecar_config"]
 
-_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "trace")
+_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "trace", "report")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class SidecarConfig:
     mock: MockConfig = MockConfig()
     subagent_cassette: Mapping[str, Any] | None = None
     trace: str | None = None
+    report: str | None = None
+    """Where the run report goes at shutdown (written by the run API's runs)."""
 
 
 def _parse_mock(raw: object) -> MockConfig:
@@ -81,6 +83,9 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     trace = raw.get("trace")
     if trace is not None and (not isinstance(trace, str) or not trace):
         raise ConfigError("trace", "must be a non-empty path")
+    report = raw.get("report")
+    if report is not None and (not isinstance(report, str) or not report or "\0" in report):
+        raise ConfigError("report", "must be a non-empty path")
     subagent = raw.get("subagentCassette")
     if subagent is not None and not isinstance(subagent, dict):
         raise ConfigError("subagentCassette", "must be an object")
@@ -90,4 +95,5 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         mock=_parse_mock(raw.get("mock")),
         subagent_cassette=subagent,
         trace=None if trace is None else os.path.join(cwd, trace),
+        report=None if report is None else os.path.join(cwd, report),
     )

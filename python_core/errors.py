@@ -22,6 +22,8 @@ class SidecarError(Exception):
 
     code: str = "SIDECAR_ERROR"
     exit_code: int = 1
+    hint: str = ""
+    """How to fix it, when one sentence can say so; shown on its own line after the error."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -32,7 +34,7 @@ class SidecarError(Exception):
 
     def to_wire(self) -> dict[str, object]:
         """Return the JSON-RPC error ``data`` for this failure."""
-        return {"code": self.code}
+        return {"code": self.code, "hint": self.hint} if self.hint else {"code": self.code}
 
 
 class ConfigError(SidecarError):
@@ -40,6 +42,7 @@ class ConfigError(SidecarError):
 
     code = "INVALID_CONFIG"
     exit_code = 2
+    hint = "correct that key in the `sidecar` row's config (your profile's cordis.patch.yml or the --patch file)"
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}")

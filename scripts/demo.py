@@ -2,25 +2,22 @@
 
 No model and no key: the sidecar's mock route drives the turn (``/mock run``). A local HTTP
 weather service answers the ``weather_lookup`` tool while recording; then the service is
-stopped and the same run is replayed from the cassette with zero real calls.
+stopped and the same run is replayed from the cassette with zero real calls. Both runs go
+through the run API (``bridge.run``), the same one the pytest plugin uses.
 Exit 0 only when every count matches what a cassette promises.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from python_core.mock.source import decode_source
+from bridge.run import Row, ToolCassette, run
 
 ROOT = Path(__file__).resolve().parents[1]
-HOST = ROOT / ".host"
-DSH_HOME = HOST / "dsh-home"
 TASK = '/mock run weather_lookup({"city": "Paris"})'
 
 SERVER = r"""
@@ -46,47 +43,6 @@ server.serve_forever()
 """
 
 
-def patch(work: Path, mode: str, port: int) -> Path:
-    """The run's --patch layer: the sidecar row with the cassette, and the tools row."""
-    rows = [
-        {"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": {
-            "toolCassette": {"mode": mode, "file": "weather.cassette.ndjson", "include": ["weather_lookup"]},
-        }},
-        {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {
-            "weatherUrl": f"http://127.0.0.1:{port}",
-        }},
-    ]
-    path = work / f"{mode}.patch.yml"
-    path.write_text("".join(f"- {json.dumps(row)}\n" for row in rows))
-    return path
-
-
-def run_dsh(work: Path, patch_file: Path) -> subprocess.CompletedProcess[str]:
-    """One headless run of the task."""
-    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
-    env.update(DSH_HOME=str(DSH_HOME), DSH_TELEMETRY_DISABLED="1")
-    return subprocess.run(
-        [str(HOST / "bin" / "dsh"), "--profile", "headless", "--patch", str(patch_file), TASK],
-        cwd=work, env=env, capture_output=True, text=True, timeout=120,
-    )
-
-
-def tool_answer(work: Path) -> list[str]:
-    """The tool-result texts the model saw in each session of ``work``, oldest first."""
-    answers = []
-    for path in sorted(DSH_HOME.glob("sessions/*/session-*/session.jsonl.zstd"), key=os.path.getmtime):
-        _, data = decode_source(path.read_bytes(), source=path.name)
-        events = [json.loads(line) for line in data.splitlines() if line.strip()]
-        if not events or events[0].get("cwd") != str(work):
-            continue
-        for event in events:
-            if event["type"] == "tool/result":
-                for block in event["data"]["message"]["content"]:
-                    texts = [b.get("text", "") for b in block.get("content", []) if b.get("type") == "text"]
-                    answers.append("".join(texts))
-    return answers
-
-
 def lines(path: Path) -> int:
     """Number of lines in a counter file (0 when absent)."""
     return len(path.read_text().splitlines()) if path.exists() else 0
@@ -102,9 +58,12 @@ def main() -> int:
     assert server.stdout is not None
     port = int(server.stdout.readline())
     print(f"demo: weather service on 127.0.0.1:{port}; working directory {work.name}")
+    # The run API writes the --patch layer: the sidecar row with the cassette, and the tools row.
+    rows = [Row("example-tools", "dsh-example-tools", {"weatherUrl": f"http://127.0.0.1:{port}"})]
+    cassette = ToolCassette(file="weather.cassette.ndjson", include=["weather_lookup"])
 
-    print(f"demo: 1/2 record   dsh --profile headless '{TASK}'")
-    record = run_dsh(work, patch(work, "record", port))
+    print(f"demo: 1/2 record   dsh --profile headless '{TASK}'  (record mode once: the cassette is missing)")
+    record = run(TASK, cwd=work, rows=rows, tool_cassette=cassette, record_mode="once")
     record_bodies, record_requests = lines(bodies_log), lines(requests_log)
     server.terminate()
     server.wait()
@@ -116,37 +75,39 @@ def main() -> int:
     )
     print(f"demo: verify -> {verify.stdout.strip() or verify.stderr.strip()}")
 
-    print(f"demo: 2/2 replay   dsh --profile headless '{TASK}'")
-    replay = run_dsh(work, patch(work, "replay", port))
+    print(f"demo: 2/2 replay   dsh --profile headless '{TASK}'  (record mode none: replay only)")
+    replay = run(TASK, cwd=work, rows=rows, tool_cassette=cassette, record_mode="none")
     replay_bodies = lines(bodies_log) - record_bodies
     replay_requests = lines(requests_log) - record_requests
 
-    answers = tool_answer(work)
-    rec_answer = answers[0] if answers else "(none)"
-    rep_answer = answers[1] if len(answers) > 1 else "(none)"
-    consumed = next((ln for ln in replay.stderr.splitlines() if "tool cassette replay" in ln), "")
-    rows = [
-        ("exit code", record.returncode, replay.returncode, (0, 0)),
+    rec_answer = record.results("weather_lookup")[0].output if record.results("weather_lookup") else "(none)"
+    rep_answer = replay.results("weather_lookup")[0].output if replay.results("weather_lookup") else "(none)"
+    rows_out = [
+        ("exit code", record.exit_code, replay.exit_code, (0, 0)),
         ("tool body runs", record_bodies, replay_bodies, (1, 0)),
         ("HTTP requests", record_requests, replay_requests, (1, 0)),
     ]
     print()
     print(f"{'':24}{'record':>10}{'replay':>10}   expected")
     ok = True
-    for name, rec, rep, expected in rows:
+    for name, rec, rep, expected in rows_out:
         good = (rec, rep) == expected
         ok &= good
         print(f"{name:24}{rec:>10}{rep:>10}   {expected[0]} / {expected[1]}{'' if good else '   <-- DIFFERS'}")
     same = rec_answer == rep_answer and rec_answer != "(none)"
-    ok &= same and record.stdout == replay.stdout and verify.returncode == 0
+    ok &= same and record.final_text == replay.final_text and verify.returncode == 0
     print(f"{'tool answer':24}{rec_answer!r} / {rep_answer!r}  {'same' if same else 'DIFFERS'}")
-    print(f"{'final answer':24}{record.stdout.strip()!r} / {replay.stdout.strip()!r}")
-    all_consumed = "1 consumed, 0 unconsumed, poisoned: no" in consumed
+    print(f"{'final answer':24}{record.final_text!r} / {replay.final_text!r}")
+    summary = replay.tool_cassette
+    all_consumed = summary is not None and (summary.consumed, summary.unconsumed, summary.poisoned) == (1, 0, False)
     ok &= all_consumed
-    print(f"{'records consumed':24}{consumed.removeprefix('dsh-sidecar: ') or '(no summary)'}")
+    consumed = "(no summary)" if summary is None else (
+        f"{summary.consumed} consumed, {summary.unconsumed} unconsumed, poisoned: {'yes' if summary.poisoned else 'no'}"
+    )
+    print(f"{'records consumed':24}{consumed}")
     if not ok:
-        print("\ndemo: FAILED; stderr of the runs follows", file=sys.stderr)
-        print(record.stderr[-3000:], replay.stderr[-3000:], file=sys.stderr)
+        print("\ndemo: FAILED", file=sys.stderr)
+        print(record.explain(), replay.explain(), sep="\n", file=sys.stderr)
         return 1
     print("\ndemo: ok: recorded once, replayed offline with zero real tool calls")
     shutil.rmtree(work, ignore_errors=True)

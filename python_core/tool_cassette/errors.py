@@ -194,6 +194,7 @@ class CassetteInvalid(SidecarError):
     """The cassette file breaks the format; names the line, frame kind and structural reason."""
 
     code = "CASSETTE_INVALID"
+    hint = "`dsh-tool-cassette verify <file>` shows the first broken frame; re-record the cassette"
 
     def __init__(
         self, reason: str, *, line: int | None = None, kind: str | None = None,
@@ -215,6 +216,7 @@ class CassetteExists(SidecarError):
     """Recording refuses to start because the formal file or its ``.partial`` exists."""
 
     code = "CASSETTE_EXISTS"
+    hint = "replay it (toolCassette.mode: replay), or delete it (and any .partial) to record anew"
 
     def __init__(self, name: str) -> None:
         super().__init__(f"{name} already exists; recording never overwrites")
@@ -238,6 +240,7 @@ class IncludeDiffers(SidecarError):
     """Replay config selects other tools than the recording did."""
 
     code = "CASSETTE_INCLUDE_DIFFERS"
+    hint = "use the include list the cassette was recorded with, or re-record it"
 
     def __init__(self, name: str) -> None:
         super().__init__(f"toolCassette.include differs from the include recorded in {name}")

@@ -1,8 +1,11 @@
 """Fixtures for end-to-end tests against the real DSH 0.1.0-rc.8 host, headless.
 
 ``scripts/test`` bootstraps ``.host`` (Node, pnpm, dsh with the hmr fix) and installs the shim
-and the example tools plugin into the headless profile with ``dsh plugin add``; these fixtures
-only write a per-test ``--patch`` layer enabling the rows and run ``dsh`` in a fresh cwd.
+and the example tools plugin into the headless profile with ``dsh plugin add``. Most tests use
+the pytest plugin's ``dsh`` fixture (``bridge.pytest_plugin``: the run API, typed results); the
+``raw_dsh``/``make_dsh`` fixtures here write a hand-made ``--patch`` layer and run ``dsh``
+directly, for what the run API does not model on purpose: signals sent to a running DSH, a
+sidecar row the API would never write (an unknown key, the engine's own record mode).
 """
 
 from __future__ import annotations
@@ -42,6 +45,6 @@ def make_dsh(tmp_path: Path) -> Callable[..., Dsh]:
 
 
 @pytest.fixture
-def dsh(make_dsh: Callable[..., Dsh]) -> Dsh:
-    """A default runner: sidecar row (trace on) and example tools enabled."""
+def raw_dsh(make_dsh: Callable[..., Dsh]) -> Dsh:
+    """A default raw runner: sidecar row (trace on) and example tools enabled."""
     return make_dsh()

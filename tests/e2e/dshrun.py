@@ -1,8 +1,9 @@
-"""The headless DSH runner the end-to-end tests share (imported by ``conftest.py`` and tests).
+"""The raw headless DSH runner (imported by ``conftest.py`` and tests), and shared paths.
 
-``scripts/test`` bootstraps ``.host`` (Node, pnpm, dsh with the hmr fix) and installs the shim
-and the example tools plugin into the headless profile with ``dsh plugin add``; these fixtures
-only write a per-test ``--patch`` layer enabling the rows, and run ``dsh`` in a fresh cwd.
+Most end-to-end tests run DSH through the run API (``bridge.run``, the plugin's ``dsh``
+fixture). ``Dsh`` writes a hand-made ``--patch`` layer and runs ``dsh`` itself, for what the API
+does not model on purpose: a run started in the background and signalled, a sidecar row with
+keys the API never writes (an unknown key, the engine's own ``record`` mode).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from python_core.mock.source import decode_source
+from python_core.session_log import project_key, read_session_log
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
@@ -26,8 +27,7 @@ DSH_HOME = HOST / "dsh-home"
 
 def read_session(path: Path) -> list[dict[str, Any]]:
     """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
-    _, data = decode_source(path.read_bytes(), source=path.name)
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    return read_session_log(path)
 
 
 @dataclass
@@ -49,9 +49,9 @@ class Run:
         return [json.loads(line) for line in self.trace_path.read_text().splitlines() if line]
 
     def sessions(self) -> list[list[dict[str, Any]]]:
-        """Every session log written for this run's cwd, oldest first."""
+        """Every session log written for this run's cwd, oldest first (rc.8 groups them by cwd)."""
         logs = []
-        for path in DSH_HOME.glob("sessions/*/session-*/session.jsonl*"):
+        for path in (DSH_HOME / "sessions" / project_key(str(self.cwd))).glob("*/session.jsonl*"):
             events = read_session(path)
             if events and events[0].get("cwd") == str(self.cwd):
                 logs.append((events[0].get("createdAt", 0), events))

@@ -1,4 +1,9 @@
-"""The spine, end to end: real headless DSH rc.8, the shim installed with `dsh plugin add`."""
+"""The spine, end to end: real headless DSH rc.8, the shim installed with `dsh plugin add`.
+
+Runs go through the pytest plugin's ``dsh`` fixture (the run API). Two tests drive DSH through
+``raw_dsh``/``make_dsh``: an unknown row key (the run API writes only the keys it models) and
+killing the sidecar mid-run (a background DSH and a signal).
+"""
 
 from __future__ import annotations
 
@@ -6,120 +11,141 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from dshrun import ROOT, Dsh, wait_for
 
+from bridge.pytest_plugin import DshRunner
+from bridge.run import ToolCassette, run
+from python_core.session_log import project_key
 
-def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: Dsh) -> None:
-    run = dsh.run('/mock run echo({"text": "hi"})')
+TRACE = "sidecar-trace.jsonl"
 
-    assert run.rc == 0, run.stderr
-    assert run.stdout.strip() == "mock run complete: 1 step, 1 tool call"
-    assert run.bodies() == ["echo"]
-    calls = run.events("tool/call")
-    assert [(c["data"]["name"], json.loads(c["data"]["arguments"])) for c in calls] == [("echo", {"text": "hi"})]
-    results = run.events("tool/result")
-    assert len(results) == 1
-    assert "echo:hi" in json.dumps(results[0]["data"])
-    call_id = calls[0]["data"]["callId"]
-    seen = [line["method"] for line in run.trace if line.get("handle") == "h1"]
+
+def _trace(cwd: Path) -> list[dict[str, Any]]:
+    """The sidecar's structural trace lines in ``cwd``."""
+    return [json.loads(line) for line in (cwd / TRACE).read_text().splitlines() if line]
+
+
+def _bodies(cwd: Path) -> list[str]:
+    """Tool names whose real bodies ran in ``cwd`` (one line per body)."""
+    log = cwd / "tool-bodies.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: DshRunner) -> None:
+    result = dsh.run('/mock run echo({"text": "hi"})', trace=TRACE)
+
+    assert result.stdout.strip() == "mock run complete: 1 step, 1 tool call"
+    assert _bodies(dsh.cwd) == ["echo"]
+    assert [(c.tool, c.arguments) for c in result.tool_calls] == [("echo", {"text": "hi"})]
+    assert [(r.is_error, r.output) for r in result.tool_results] == [(False, "echo:hi")]
+    call_id = result.tool_calls[0].call_id
+    trace = _trace(dsh.cwd)
+    seen = [line["method"] for line in trace if line.get("handle") == "h1"]
     assert seen == ["tools/execute", "tools/post-execute", "tools/result"]
-    streams = [line for line in run.trace if line["method"] == "llm/stream" and line["purpose"] is None]
+    streams = [line for line in trace if line["method"] == "llm/stream" and line["purpose"] is None]
     assert [s["step"] for s in streams] == [1, 2]
     assert call_id.startswith("mock-1-")
 
 
-def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: Dsh) -> None:
-    run = dsh.run('/mock run [echo({"text": "a"}) echo({"text": "b"})]')
+def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: DshRunner) -> None:
+    result = dsh.run('/mock run [echo({"text": "a"}) echo({"text": "b"})]')
 
-    assert run.rc == 0, run.stderr
-    messages = [m for m in run.events("assistant/message") if any(
-        b.get("type") == "tool-call" for b in m["data"]["message"]["content"])]
+    messages = [e for e in result.events if e["type"] == "assistant/message" and any(
+        b.get("type") == "tool-call" for b in e["data"]["message"]["content"])]
     assert len(messages) == 1
     blocks = [b for b in messages[0]["data"]["message"]["content"] if b["type"] == "tool-call"]
     assert [json.loads(b["arguments"])["text"] for b in blocks] == ["a", "b"]
-    assert sorted(run.bodies()) == ["echo", "echo"]
-    assert [line["path"] for line in run.trace if line["method"] == "tools/execute"] == ["root/0", "root/1"]
+    assert sorted(_bodies(dsh.cwd)) == ["echo", "echo"]
+    assert [c.path for c in result.tool_calls] == ["root/0", "root/1"]
 
 
-def test_ordinary_turn_keeps_the_configured_provider(dsh: Dsh) -> None:
-    run = dsh.run("hello, no mock here")
+def test_ordinary_turn_keeps_the_configured_provider(dsh: DshRunner) -> None:
+    result = dsh.run("hello, no mock here", check=False, trace=TRACE)
 
-    assert run.rc == 1
-    assert "MISSING_CREDENTIAL" in run.stderr
-    headers = run.events("request/header")
+    assert result.exit_code == 1
+    assert "MISSING_CREDENTIAL" in result.stderr
+    headers = [e for e in result.events if e["type"] == "request/header"]
     assert headers and headers[0]["data"]["header"]["config"]["provider"] == "deepseek-official"
-    assert not [line for line in run.trace if line["method"] == "llm/stream"]
+    assert not [line for line in _trace(dsh.cwd) if line["method"] == "llm/stream"]
 
 
-def test_invalid_mock_command_fails_the_run_without_a_tool_call(dsh: Dsh) -> None:
-    run = dsh.run("/mock run echo({text: 'single quotes'})")
+def test_invalid_mock_command_fails_the_run_without_a_tool_call(dsh: DshRunner) -> None:
+    result = dsh.run("/mock run echo({text: 'single quotes'})", check=False)
 
-    assert run.rc == 1
-    assert "INVALID_COMMAND" in run.stderr
-    assert run.bodies() == []
-    assert run.events("tool/call") == []
-
-
-def test_config_error_in_the_row_fails_the_boot_naming_the_field(make_dsh) -> None:  # type: ignore[no-untyped-def]
-    dsh = make_dsh(sidecar={"toolCassette": {"mode": "replay", "file": "x.ndjson", "include": []}})
-
-    run = dsh.run('/mock run echo({"text": "hi"})')
-
-    assert run.rc == 1
-    assert "INVALID_CONFIG: toolCassette.include" in run.stderr
-    assert run.bodies() == []
+    assert result.exit_code == 1
+    assert "INVALID_COMMAND" in result.stderr
+    assert _bodies(dsh.cwd) == []
+    assert result.tool_calls == []
 
 
-def test_unknown_config_key_fails_the_boot(make_dsh) -> None:  # type: ignore[no-untyped-def]
+def test_config_error_in_the_row_fails_the_boot_naming_the_field(dsh: DshRunner) -> None:
+    # Record mode `none` needs the file to exist; the row is refused before it is read.
+    (dsh.cwd / "x.ndjson").write_bytes(b"")
+    result = run('/mock run echo({"text": "hi"})', cwd=dsh.cwd, host=dsh.host, patches=dsh.patches,
+                 tool_cassette=ToolCassette(file="x.ndjson", include=[]), record_mode="none")
+    dsh.runs.append(result)
+
+    assert result.exit_code == 1
+    assert "INVALID_CONFIG: toolCassette.include" in result.stderr
+    assert _bodies(dsh.cwd) == []
+    assert (dsh.cwd / "x.ndjson").read_bytes() == b""
+
+
+def test_unknown_config_key_fails_the_boot(make_dsh: Callable[..., Dsh]) -> None:
+    # The run API builds the row from typed fields and cannot write an unknown key.
     run = make_dsh(sidecar={"tool_cassette": {}}).run('/mock run echo({"text": "hi"})')
 
     assert run.rc == 1
     assert "INVALID_CONFIG: tool_cassette" in run.stderr
 
 
-def test_killing_the_sidecar_mid_run_fails_closed(dsh: Dsh) -> None:
-    script = dsh.cwd / "two-steps.json"
+def test_killing_the_sidecar_mid_run_fails_closed(raw_dsh: Dsh) -> None:
+    # A background DSH and a signal to its sidecar: the run API runs a turn to completion.
+    script = raw_dsh.cwd / "two-steps.json"
     script.write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": [
         {"tool": "sleepy", "args": {"label": "first", "ms": 2000}},
         {"tool": "echo", "args": {"text": "must never run"}},
     ]}))
-    proc = dsh.start("/mock replay two-steps.json")
-    trace = dsh.cwd / "sidecar-trace.jsonl"
+    proc = raw_dsh.start("/mock replay two-steps.json")
+    trace = raw_dsh.cwd / "sidecar-trace.jsonl"
     wait_for(lambda: trace.exists() and '"tools/execute"' in trace.read_text())
     pid = json.loads(trace.read_text().splitlines()[0])["pid"]
     os.kill(pid, signal.SIGKILL)
 
-    run = dsh.finished(proc)
+    run = raw_dsh.finished(proc)
 
     assert run.rc != 0
     assert "SIDECAR_UNAVAILABLE" in run.stderr
     assert run.bodies() == ["sleepy"]
 
 
-def test_a_second_run_in_the_same_profile_still_works(dsh: Dsh) -> None:
+def test_a_second_run_in_the_same_profile_still_works(dsh: DshRunner) -> None:
     first = dsh.run('/mock run echo({"text": "one"})')
     second = dsh.run('/mock run echo({"text": "two"})')
 
-    assert (first.rc, second.rc) == (0, 0)
-    assert dsh.cwd.joinpath("tool-bodies.log").read_text().split() == ["echo", "echo"]
-    assert len(second.sessions()) == 2
+    assert (first.exit_code, second.exit_code) == (0, 0)
+    assert (first.result("echo").output, second.result("echo").output) == ("echo:one", "echo:two")
+    assert _bodies(dsh.cwd) == ["echo", "echo"]
+    sessions = sorted(os.listdir(dsh.host.dsh_home / "sessions" / project_key(str(dsh.cwd))))
+    assert len(sessions) == 2 and first.session_id != second.session_id
 
 
-def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: Dsh) -> None:
+def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: DshRunner) -> None:
     plan = ROOT / "python_core" / "mock" / "plan.py"
     original = plan.read_text()
     assert '"session-title": "Mock session"' in original
     try:
         plan.write_text(original.replace('"session-title": "Mock session"', '"session-title": "Edited title"'))
-        run = dsh.run('/mock run echo({"text": "hi"})')
+        result = dsh.run('/mock run echo({"text": "hi"})', trace=TRACE)
     finally:
         plan.write_text(original)
 
-    assert run.rc == 0, run.stderr
-    assert Path(run.trace[0]["bridge"]) == ROOT / "bridge"
-    titles = [e["data"].get("title") for e in run.events("session/title")]
+    assert Path(_trace(dsh.cwd)[0]["bridge"]) == ROOT / "bridge"
+    titles = [e["data"].get("title") for e in result.events if e["type"] == "session/title"]
     assert "Edited title" in titles
 
 

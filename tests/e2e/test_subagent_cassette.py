@@ -4,31 +4,41 @@ A parent mock turn calls the real ``subagent`` tool; the child's own prompt is a
 text, so the child is mock-driven too and runs real tool bodies (``tool-bodies.log``). Record
 forwards ``start()`` to the real in-process ``spawn`` provider, which writes a child session log
 (header ``origin: subagent``); replay returns the recorded outcome with no child at all, so the
-test reads child session logs and tool bodies to tell the two apart.
+tests count child sessions (``RunResult.child_session_ids`` and the cwd's session folders) and
+tool bodies to tell the two apart. Every run goes through the run API: ``record_mode="once"``
+records a cassette, ``"none"`` replays it.
 
-Two deployments are exercised: transparent (the real provider renamed ``spawn-upstream``, the
-cassette registered as ``spawn``) and separate name (the cassette registered as ``cassette``,
-the ``subagent`` row re-pointed to it). The tool row runs ``backgroundMode: one-shot`` except in
-the continuable case, which a recording cannot capture.
+Two deployments are exercised: transparent (``SubagentCassette``'s default: the real provider
+renamed ``spawn-upstream``, the cassette registered as ``spawn``) and separate name (the
+cassette registered as ``cassette``, the ``subagent`` row re-pointed to it by a patch file). The
+tool row runs ``backgroundMode: one-shot`` except in the continuable case, which a recording
+cannot capture.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import DSH_HOME, ROOT, Dsh, Run, read_session
+from dshrun import ROOT
 
-MakeDsh = Callable[..., Dsh]
+from bridge.hostenv import HostEnv
+from bridge.pytest_plugin import DshRunner
+from bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
+from python_core.session_log import project_key
+
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CASSETTE = "sub.cassette.jsonl"
 CHILD_PROMPT = '/mock run echo({"text": "from child"})'
-RENAMED_SPAWN = '- {"id": "subagent-spawn-in-process", "config": {"providerName": "spawn-upstream"}}\n'
+TOOLS = [Row("example-tools", "dsh-example-tools")]
+TRANSPARENT = SubagentCassette(file=CASSETTE)
+SEPARATE = SubagentCassette(file=CASSETTE, provider={"cassette": "cassette", "upstream": "spawn"}, one_shot=False)
 
 
 def _tool_row(provider: str, **config: Any) -> str:
@@ -36,21 +46,25 @@ def _tool_row(provider: str, **config: Any) -> str:
     return f"- {json.dumps(row)}\n"
 
 
-def _transparent(mode: str) -> dict[str, Any]:
-    """``make_dsh`` arguments of the transparent deployment."""
-    return {
-        "sidecar": {"subagentCassette": {"mode": mode, "file": CASSETTE, "provider": {"transparent": True}}},
-        "extra_patch": RENAMED_SPAWN + _tool_row("spawn", backgroundMode="one-shot"),
-    }
+def _run(
+    host: HostEnv, cwd: Path, cassette: SubagentCassette, record_mode: RecordMode, task: str | None = None, *,
+    script: str | None = None, patches: Sequence[Path] = (),
+) -> RunResult:
+    """One run in ``cwd`` with the example tools and ``cassette``: ``once`` records, ``none`` replays."""
+    return run(task, script=script, cwd=cwd, host=host, rows=TOOLS, subagent_cassette=cassette,
+               record_mode=record_mode, patches=patches)
 
 
-def _separate(mode: str) -> dict[str, Any]:
-    """``make_dsh`` arguments of the separate-name deployment."""
-    provider = {"cassette": "cassette", "upstream": "spawn"}
-    return {
-        "sidecar": {"subagentCassette": {"mode": mode, "file": CASSETTE, "provider": provider}},
-        "extra_patch": _tool_row("cassette", backgroundMode="one-shot"),
-    }
+def _fixture_run(dsh: DshRunner, cassette: SubagentCassette, record_mode: RecordMode, task: str | None = None, *,
+                 cwd: Path | None = None, script: str | None = None, patches: Sequence[Path] = ()) -> RunResult:
+    """``_run`` in the test's cwd (or ``cwd``), listed in the plugin's failure report.
+
+    The fixture's ``subagents=`` names a new cassette per run next to the test file, so a
+    record/replay pair inside one test calls the run API directly.
+    """
+    result = _run(dsh.host, cwd or dsh.cwd, cassette, record_mode, task, script=script, patches=patches)
+    dsh.runs.append(result)
+    return result
 
 
 def _call(prompt: str, *, background: bool | None = False) -> str:
@@ -66,30 +80,34 @@ def _task(*prompts: str) -> str:
     return f"/mock run {calls[0]}" if len(calls) == 1 else f"/mock run [{' '.join(calls)}]"
 
 
-def _session_logs(cwd: Path) -> list[list[dict[str, Any]]]:
-    """Every session log DSH wrote for ``cwd``, root and child sessions, oldest first."""
-    found = []
-    for path in DSH_HOME.glob("sessions/*/*/session.jsonl*"):
-        events = read_session(path)
-        if events and events[0].get("cwd") == str(cwd):
-            found.append((events[0].get("createdAt", 0), str(path), events))
-    return [events for _, _, events in sorted(found, key=lambda item: item[:2])]
+def _sessions(host: HostEnv, cwd: Path) -> int:
+    """How many sessions (root and child) DSH made for ``cwd``: one path, one listing."""
+    folder = host.dsh_home / "sessions" / project_key(str(cwd))
+    return len(os.listdir(folder)) if folder.is_dir() else 0
 
 
-def _children(cwd: Path) -> list[list[dict[str, Any]]]:
-    return [log for log in _session_logs(cwd) if log[0].get("origin") == "subagent"]
+def _bodies(cwd: Path) -> list[str]:
+    """Tool names whose real bodies ran in ``cwd`` (one line per body, every run)."""
+    log = cwd / "tool-bodies.log"
+    return log.read_text().split() if log.exists() else []
 
 
-def _subagent_results(run: Run) -> dict[str, tuple[bool, str]]:
-    """``callId -> (isError, text)`` of the subagent results in ``run``'s own root session."""
-    out = {}
-    for event in run.sessions()[-1]:
-        if event["type"] != "tool/result":
-            continue
-        for block in event["data"]["message"]["content"]:
-            text = "".join(part.get("text", "") for part in block["content"])
-            out[block["toolCallId"]] = (block.get("isError", False), text)
-    return out
+def _results(result: RunResult) -> dict[str, tuple[bool, str]]:
+    """``callId -> (isError, text)`` of the tool results in the run's own root session."""
+    return {r.call_id: (r.is_error, r.output) for r in result.tool_results}
+
+
+def _replayed(result: RunResult) -> tuple[int, int, int]:
+    """``(consumed, missed, unconsumed)`` of the run's replaying subagent cassette."""
+    s = result.subagent_cassette
+    assert s is not None and (s.mode, s.file) == ("replay", CASSETTE)
+    return s.consumed, s.missed, s.unconsumed
+
+
+def _published(result: RunResult) -> bool:
+    s = result.subagent_cassette
+    assert s is not None and (s.mode, s.file) == ("record", CASSETTE)
+    return s.published
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -98,79 +116,88 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _with_cassette(make_dsh: MakeDsh, source: Path, **kwargs: Any) -> Dsh:
+def _elsewhere(tmp_path: Path, source: Path, name: str = "elsewhere") -> Path:
     """A fresh cwd holding a copy of ``source`` as its cassette."""
-    dsh = make_dsh(**kwargs)
-    shutil.copyfile(source, dsh.cwd / CASSETTE)
-    return dsh
+    cwd = tmp_path / name
+    cwd.mkdir()
+    shutil.copyfile(source, cwd / CASSETTE)
+    return cwd
 
 
 @pytest.fixture(scope="module")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dsh, Run]:
+def recorded(tmp_path_factory: pytest.TempPathFactory, dsh_host: HostEnv) -> tuple[Path, RunResult]:
     """One transparent recording of a real ``spawn`` child, shared by the replay tests."""
     cwd = tmp_path_factory.mktemp("recording")
-    dsh = Dsh(cwd=cwd, **_transparent("record"))
-    return dsh, dsh.run(_task(CHILD_PROMPT))
+    return cwd, _run(dsh_host, cwd, TRANSPARENT, "once", _task(CHILD_PROMPT))
 
 
-def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Dsh, Run]) -> None:
-    recorder, record = recorded
-    assert record.rc == 0, record.stderr
-    assert record.bodies() == ["echo"]
-    assert len(_children(recorder.cwd)) == 1
-    cassette = recorder.cwd / CASSETTE
+def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, RunResult], dsh_host: HostEnv) -> None:
+    cwd, record = recorded
+    assert record.ok, record.explain()
+    assert _published(record)
+    assert _bodies(cwd) == ["echo"]
+    assert len(record.child_session_ids) == 1
+    assert _sessions(dsh_host, cwd) == 2
+    cassette = cwd / CASSETTE
     verified = _cli("verify", str(cassette))
     assert verified.returncode == 0, verified.stderr
     assert "1 interaction(s), chain intact" in verified.stdout
-    logs_before = len(_session_logs(recorder.cwd))
+    sessions_before = _sessions(dsh_host, cwd)
     cassette_bytes = cassette.read_bytes()
 
-    replay = Dsh(cwd=recorder.cwd, **_transparent("replay")).run(_task(CHILD_PROMPT))
+    replay = _run(dsh_host, cwd, TRANSPARENT, "none", _task(CHILD_PROMPT))
 
-    assert replay.rc == 0, replay.stderr
+    assert replay.ok, replay.explain()
     assert "1 replayed, 0 missed, 0 unconsumed" in replay.stderr
-    assert replay.bodies() == ["echo"]
-    assert len(_session_logs(recorder.cwd)) == logs_before + 1
-    assert len(_children(recorder.cwd)) == 1
+    assert _replayed(replay) == (1, 0, 0)
+    assert _bodies(cwd) == ["echo"]
+    assert replay.child_session_ids == []
+    assert _sessions(dsh_host, cwd) == sessions_before + 1
     assert replay.stdout == record.stdout
-    assert list(_subagent_results(replay).values()) == [(False, "mock run complete: 1 step, 1 tool call")]
-    assert _subagent_results(replay) == _subagent_results(record)
+    assert list(_results(replay).values()) == [(False, "mock run complete: 1 step, 1 tool call")]
+    assert _results(replay) == _results(record)
     assert cassette.read_bytes() == cassette_bytes
 
 
-def test_the_separate_name_setup_records_and_replays(make_dsh: MakeDsh) -> None:
-    recorder = make_dsh(**_separate("record"))
-    record = recorder.run(_task(CHILD_PROMPT))
-    assert record.rc == 0, record.stderr
-    assert record.bodies() == ["echo"]
-    assert len(_children(recorder.cwd)) == 1
-    assert _cli("verify", str(recorder.cwd / CASSETTE)).returncode == 0
-    summary = json.loads(_cli("inspect", "--json", str(recorder.cwd / CASSETTE)).stdout)
+def test_the_separate_name_setup_records_and_replays(dsh: DshRunner, tmp_path: Path) -> None:
+    patch = tmp_path / "separate.patch.yml"
+    patch.write_text(_tool_row("cassette", backgroundMode="one-shot"))
+    record = _fixture_run(dsh, SEPARATE, "once", _task(CHILD_PROMPT), patches=[patch])
+    assert record.ok, record.explain()
+    assert _bodies(dsh.cwd) == ["echo"]
+    assert len(record.child_session_ids) == 1
+    assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
+    summary = json.loads(_cli("inspect", "--json", str(dsh.cwd / CASSETTE)).stdout)
     assert (summary["provider"]["cassette"], summary["provider"]["upstream"]) == ("cassette", "spawn")
+    sessions_before = _sessions(dsh.host, dsh.cwd)
 
-    replay = Dsh(cwd=recorder.cwd, **_separate("replay")).run(_task(CHILD_PROMPT))
+    replay = _fixture_run(dsh, SEPARATE, "none", _task(CHILD_PROMPT), patches=[patch])
 
-    assert replay.rc == 0, replay.stderr
-    assert replay.bodies() == ["echo"]
-    assert len(_children(recorder.cwd)) == 1
-    assert _subagent_results(replay) == _subagent_results(record)
+    assert replay.ok, replay.explain()
+    assert _replayed(replay) == (1, 0, 0)
+    assert _bodies(dsh.cwd) == ["echo"]
+    assert replay.child_session_ids == []
+    assert _sessions(dsh.host, dsh.cwd) == sessions_before + 1
+    assert _results(replay) == _results(record)
 
 
-def test_replay_from_another_directory_still_matches(make_dsh: MakeDsh, recorded: tuple[Dsh, Run]) -> None:
+def test_replay_from_another_directory_still_matches(
+    dsh: DshRunner, tmp_path: Path, recorded: tuple[Path, RunResult],
+) -> None:
     recorder, record = recorded
-    elsewhere = _with_cassette(make_dsh, recorder.cwd / CASSETTE, **_transparent("replay"))
-    assert elsewhere.cwd != recorder.cwd
+    elsewhere = _elsewhere(tmp_path, recorder / CASSETTE)
+    assert elsewhere != recorder
 
-    replay = elsewhere.run(_task(CHILD_PROMPT))
+    replay = _fixture_run(dsh, TRANSPARENT, "none", _task(CHILD_PROMPT), cwd=elsewhere)
 
-    assert replay.rc == 0, replay.stderr
-    assert replay.bodies() == []
-    assert _children(elsewhere.cwd) == []
-    assert len(_session_logs(elsewhere.cwd)) == 1
-    assert _subagent_results(replay) == _subagent_results(record)
+    assert replay.ok, replay.explain()
+    assert _bodies(elsewhere) == []
+    assert replay.child_session_ids == []
+    assert _sessions(dsh.host, elsewhere) == 1
+    assert _results(replay) == _results(record)
 
 
-def _delegations(dsh: Dsh, prompts: dict[str, str]) -> str:
+def _delegations(cwd: Path, prompts: dict[str, str]) -> str:
     """Write each label's prompt to a file and return a parent task delegating them all.
 
     The prompts live in files read by the ``delegate`` tool, so the parent's own history (its
@@ -178,25 +205,30 @@ def _delegations(dsh: Dsh, prompts: dict[str, str]) -> str:
     """
     calls = []
     for label, prompt in prompts.items():
-        (dsh.cwd / f"{label}.prompt").write_text(prompt)
+        (cwd / f"{label}.prompt").write_text(prompt)
         calls.append(f"delegate({json.dumps({'label': label, 'promptFile': f'{label}.prompt'})})")
     return f"/mock run [{' '.join(calls)}]"
 
 
-def test_a_changed_request_is_a_structured_miss(make_dsh: MakeDsh) -> None:
-    recorder = make_dsh(**_transparent("record"))
-    recorded = recorder.run(_delegations(recorder, {"audit": CHILD_PROMPT}))
-    assert recorded.rc == 0, recorded.stderr
-    replayer = _with_cassette(make_dsh, recorder.cwd / CASSETTE, **_transparent("replay"))
+def test_a_changed_request_is_a_structured_miss(dsh: DshRunner, tmp_path: Path) -> None:
+    recorded = _fixture_run(dsh, TRANSPARENT, "once", _delegations(dsh.cwd, {"audit": CHILD_PROMPT}))
+    assert recorded.ok, recorded.explain()
+    replayer = _elsewhere(tmp_path, dsh.cwd / CASSETTE, "replayer")
 
-    run = replayer.run(_delegations(replayer, {"audit": '/mock run echo({"text": "a different child"})'}))
+    result = _fixture_run(dsh, TRANSPARENT, "none", cwd=replayer, task=_delegations(
+        replayer, {"audit": '/mock run echo({"text": "a different child"})'}))
 
-    assert run.rc == 1
-    assert "CASSETTE_MISS" in run.stderr
-    assert run.bodies() == ["delegate"]
-    assert _children(replayer.cwd) == []
+    assert result.exit_code == 1
+    assert "CASSETTE_MISS" in result.stderr
+    assert [e.code for e in result.errors] == ["CASSETTE_MISS", "CASSETTE_UNCONSUMED"]
+    assert result.errors[0].message.startswith("no recorded interaction for root/audit-")
+    assert result.errors[0].message.endswith(": request differed")
+    assert _replayed(result)[1] == 1
+    assert _bodies(replayer) == ["delegate"]
+    assert result.child_session_ids == []
+    assert _sessions(dsh.host, replayer) == 1
     # Only the delegation's own request changed; the parent's history before it is identical.
-    assert "differed: request;" in run.stderr
+    assert "differed: request;" in result.stderr
 
 
 SLOW = '/mock run sleepy({"label": "slow", "ms": 700})'
@@ -208,74 +240,83 @@ PAIR_RESULTS = {
 
 
 @pytest.fixture(scope="module")
-def recorded_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Dsh, Run]:
+def recorded_pair(tmp_path_factory: pytest.TempPathFactory, dsh_host: HostEnv) -> tuple[Path, RunResult]:
     """Two concurrent children recorded from one parallel group; the second finishes first."""
-    dsh = Dsh(cwd=tmp_path_factory.mktemp("pair"), **_transparent("record"))
-    return dsh, dsh.run(_task(SLOW, FAST))
+    cwd = tmp_path_factory.mktemp("pair")
+    return cwd, _run(dsh_host, cwd, TRANSPARENT, "once", _task(SLOW, FAST))
 
 
-def test_two_concurrent_children_each_replay_their_own_outcome(recorded_pair: tuple[Dsh, Run]) -> None:
-    recorder, record = recorded_pair
-    assert record.rc == 0, record.stderr
-    assert sorted(record.bodies()) == ["echo", "sleepy", "sleepy"]
-    lines = [json.loads(line) for line in (recorder.cwd / CASSETTE).read_text().splitlines()[1:]]
+def test_two_concurrent_children_each_replay_their_own_outcome(
+    recorded_pair: tuple[Path, RunResult], dsh_host: HostEnv,
+) -> None:
+    cwd, record = recorded_pair
+    assert record.ok, record.explain()
+    assert sorted(_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
+    assert len(record.child_session_ids) == 2
+    lines = [json.loads(line) for line in (cwd / CASSETTE).read_text().splitlines()[1:]]
     # The second call finished first: its interaction was written first.
     assert [line["sequence"] for line in lines] == [2, 1]
-    assert _subagent_results(record) == PAIR_RESULTS
+    assert _results(record) == PAIR_RESULTS
+    sessions_before = _sessions(dsh_host, cwd)
 
-    replay = Dsh(cwd=recorder.cwd, **_transparent("replay")).run(_task(SLOW, FAST))
+    replay = _run(dsh_host, cwd, TRANSPARENT, "none", _task(SLOW, FAST))
 
-    assert replay.rc == 0, replay.stderr
+    assert replay.ok, replay.explain()
     assert "2 replayed, 0 missed, 0 unconsumed" in replay.stderr
-    assert sorted(replay.bodies()) == ["echo", "sleepy", "sleepy"]
-    assert len(_children(recorder.cwd)) == 2
-    assert _subagent_results(replay) == PAIR_RESULTS
+    assert _replayed(replay) == (2, 0, 0)
+    assert sorted(_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
+    assert replay.child_session_ids == []
+    assert _sessions(dsh_host, cwd) == sessions_before + 1
+    assert _results(replay) == PAIR_RESULTS
 
 
-def test_a_miss_in_a_parallel_group_names_the_changed_call_not_its_sibling(make_dsh: MakeDsh) -> None:
+def test_a_miss_in_a_parallel_group_names_the_changed_call_not_its_sibling(dsh: DshRunner, tmp_path: Path) -> None:
     prompts = {"slow": SLOW, "fast": '/mock run echo({"text": "fast"})'}
-    recorder = make_dsh(**_transparent("record"))
-    assert recorder.run(_delegations(recorder, prompts)).rc == 0
-    replayer = _with_cassette(make_dsh, recorder.cwd / CASSETTE, **_transparent("replay"))
+    assert _fixture_run(dsh, TRANSPARENT, "once", _delegations(dsh.cwd, prompts)).ok
+    replayer = _elsewhere(tmp_path, dsh.cwd / CASSETTE, "replayer")
 
-    run = replayer.run(_delegations(replayer, {**prompts, "fast": '/mock run echo({"text": "changed sibling"})'}))
+    result = _fixture_run(dsh, TRANSPARENT, "none", cwd=replayer, task=_delegations(
+        replayer, {**prompts, "fast": '/mock run echo({"text": "changed sibling"})'}))
 
-    assert run.rc == 1
-    (miss,) = [line for line in run.stderr.splitlines() if "CASSETTE_MISS" in line and "(differed:" in line]
+    assert result.exit_code == 1
+    (miss,) = [line for line in result.stderr.splitlines() if "CASSETTE_MISS" in line and "(differed:" in line]
     assert "callKey root/fast-" in miss
     assert "differed: request;" in miss
-    results = sorted(text for _, text in _subagent_results(run).values())
+    results = sorted(text for _, text in _results(result).values())
     assert results[-1] == "completed:mock run complete: 1 step, 1 tool call"
 
 
-def test_a_continuable_background_delegation_records_nothing_and_fails(make_dsh: MakeDsh) -> None:
-    dsh = make_dsh(
-        sidecar={"subagentCassette": {"mode": "record", "file": CASSETTE, "provider": {"transparent": True}}},
-        extra_patch=RENAMED_SPAWN,
-    )
+def test_a_continuable_background_delegation_records_nothing_and_fails(dsh: DshRunner) -> None:
+    continuable = SubagentCassette(file=CASSETTE, one_shot=False)
 
-    run = dsh.run(f"/mock run {_call(CHILD_PROMPT, background=None)}")
+    result = _fixture_run(dsh, continuable, "once", f"/mock run {_call(CHILD_PROMPT, background=None)}")
 
-    assert run.rc == 1
-    assert "NOTHING_RECORDED" in run.stderr
+    assert result.exit_code == 1
+    assert "NOTHING_RECORDED" in result.stderr
+    assert not _published(result)
     assert not (dsh.cwd / CASSETTE).exists()
-    assert not list(dsh.cwd.glob(f"{CASSETTE}*"))
-    (is_error, text), = _subagent_results(run).values()
+    assert [name for name in os.listdir(dsh.cwd) if CASSETTE in name] == []
+    (is_error, text), = _results(result).values()
     assert not is_error and text.startswith("started subagent")
 
 
 def test_diff_finds_two_recordings_of_one_run_equivalent_and_a_changed_prompt_different(
-    make_dsh: MakeDsh, recorded: tuple[Dsh, Run]
+    dsh: DshRunner, tmp_path: Path, recorded: tuple[Path, RunResult],
 ) -> None:
     recorder, _ = recorded
-    again = make_dsh(**_transparent("record"))
-    changed = make_dsh(**_transparent("record"))
+    again, changed = tmp_path / "again", tmp_path / "changed"
+    again.mkdir()
+    changed.mkdir()
 
-    runs = [again.run(_task(CHILD_PROMPT)), changed.run(_task('/mock run echo({"text": "zebra"})'))]
+    runs = [
+        _fixture_run(dsh, TRANSPARENT, "once", _task(CHILD_PROMPT), cwd=again),
+        _fixture_run(dsh, TRANSPARENT, "once", _task('/mock run echo({"text": "zebra"})'), cwd=changed),
+    ]
 
-    assert [r.rc for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
-    same = _cli("diff", str(recorder.cwd / CASSETTE), str(again.cwd / CASSETTE))
-    different = _cli("diff", str(recorder.cwd / CASSETTE), str(changed.cwd / CASSETTE))
+    assert [r.exit_code for r in runs] == [0, 0], runs[0].stderr + runs[1].stderr
+    assert [_published(r) for r in runs] == [True, True]
+    same = _cli("diff", str(recorder / CASSETTE), str(again / CASSETTE))
+    different = _cli("diff", str(recorder / CASSETTE), str(changed / CASSETTE))
     assert same.returncode == 0, same.stdout + same.stderr
     assert same.stdout.startswith("equivalent: 1 unchanged")
     assert different.returncode == 2, different.stdout + different.stderr
@@ -283,44 +324,46 @@ def test_diff_finds_two_recordings_of_one_run_equivalent_and_a_changed_prompt_di
     assert "from child" not in different.stdout and "zebra" not in different.stdout
 
 
-def test_the_shipped_one_shot_patch_makes_the_default_tool_recordable(make_dsh: MakeDsh) -> None:
+def test_the_shipped_one_shot_patch_makes_the_default_tool_recordable(dsh: DshRunner, tmp_path: Path) -> None:
     patch = _cli("one-shot-patch")
     assert patch.returncode == 0
-    dsh = make_dsh(
-        sidecar={"subagentCassette": {"mode": "record", "file": CASSETTE, "provider": {"transparent": True}}},
-        extra_patch=RENAMED_SPAWN + patch.stdout,
-    )
+    (tmp_path / "one-shot.patch.yml").write_text(patch.stdout)
+    # one_shot=False: the patch under test is the CLI's output, not the API's own copy.
+    cassette = SubagentCassette(file=CASSETTE, one_shot=False)
 
     # run_in_background omitted: the default that would go through startContinuable.
-    run = dsh.run(f"/mock run {_call(CHILD_PROMPT, background=None)}")
+    result = _fixture_run(dsh, cassette, "once", f"/mock run {_call(CHILD_PROMPT, background=None)}",
+                          patches=[tmp_path / "one-shot.patch.yml"])
 
-    assert run.rc == 0, run.stderr
-    assert run.bodies() == ["echo"]
+    assert result.ok, result.explain()
+    assert _published(result)
+    assert _bodies(dsh.cwd) == ["echo"]
     assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
 
 
-def _script(dsh: Dsh, *steps: dict[str, Any]) -> str:
-    (dsh.cwd / "parent.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": list(steps)}))
-    return "/mock replay parent.json"
+def _script(cwd: Path, *steps: dict[str, Any]) -> str:
+    # One file name for record and replay: the parent's `/mock replay` text is part of its history.
+    (cwd / "parent.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": list(steps)}))
+    return "parent.json"
 
 
-def test_an_abort_while_a_replayed_run_is_pending_settles_it_as_aborted(make_dsh: MakeDsh) -> None:
+def test_an_abort_while_a_replayed_run_is_pending_settles_it_as_aborted(dsh: DshRunner, tmp_path: Path) -> None:
     delegate = {"tool": "delegate", "args": {"label": "audit", "promptFile": "audit.prompt"}}
-    recorder = make_dsh(**_transparent("record"))
-    (recorder.cwd / "audit.prompt").write_text(CHILD_PROMPT)
+    (dsh.cwd / "audit.prompt").write_text(CHILD_PROMPT)
     sleepy = {"tool": "sleepy", "args": {"label": "x", "ms": 1}}
-    recorded = recorder.run(_script(recorder, {"parallel": [sleepy, delegate]}))
-    assert recorded.rc == 0, recorded.stderr
-    replay = _transparent("replay")
+    recorded = _fixture_run(dsh, TRANSPARENT, "once", script=_script(dsh.cwd, {"parallel": [sleepy, delegate]}))
+    assert recorded.ok, recorded.explain()
     # Recorded timing slowed 1000x: the replayed result would settle minutes later.
-    replay["sidecar"]["subagentCassette"].update(timing="recorded", speed=0.001)
-    replayer = _with_cassette(make_dsh, recorder.cwd / CASSETTE, **replay)
-    (replayer.cwd / "audit.prompt").write_text(CHILD_PROMPT)
+    slowed = SubagentCassette(file=CASSETTE, options={"timing": "recorded", "speed": 0.001})
+    replayer = _elsewhere(tmp_path, dsh.cwd / CASSETTE, "replayer")
+    (replayer / "audit.prompt").write_text(CHILD_PROMPT)
+    cancel = {"tool": "cancel_later", "args": {"ms": 300}}
 
-    run = replayer.run(_script(replayer, {"parallel": [{"tool": "cancel_later", "args": {"ms": 300}}, delegate]}))
+    result = _fixture_run(dsh, slowed, "none", cwd=replayer, script=_script(replayer, {"parallel": [cancel, delegate]}))
 
-    assert run.rc == 1
-    assert run.elapsed < 8
-    assert run.bodies() == ["cancel_later", "delegate"]
-    assert _children(replayer.cwd) == []
-    assert [e["data"]["reason"]["kind"] for e in run.events("turn/end")] == ["aborted"]
+    assert result.exit_code == 1
+    assert result.duration_ms < 8000
+    assert _bodies(replayer) == ["cancel_later", "delegate"]
+    assert result.child_session_ids == []
+    assert _sessions(dsh.host, replayer) == 1
+    assert [e["data"]["reason"]["kind"] for e in result.events if e["type"] == "turn/end"] == ["aborted"]

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bridge.pytest_plugin
+import bridge.run
 import python_core.mock
+import python_core.session_log
 import python_core.subagent_cassette
 import python_core.tool_cassette
 
@@ -24,5 +27,21 @@ def test_subagent_cassette_exports() -> None:
 
 def test_every_exported_name_exists() -> None:
     for module in (python_core.tool_cassette, python_core.mock, python_core.subagent_cassette):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.{name}"
+
+
+def test_run_api_exports() -> None:
+    assert set(bridge.run.__all__) == {
+        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "RecordMode", "Row", "RunFailed",
+        "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+    }
+    assert bridge.pytest_plugin.__all__ == ["DshRunner"]
+    assert set(python_core.session_log.__all__) == {
+        "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
+        "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
+        "tool_results",
+    }
+    for module in (bridge.run, bridge.pytest_plugin, python_core.session_log):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"

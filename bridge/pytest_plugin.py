@@ -1,0 +1,199 @@
+"""The pytest plugin (entry point ``pytest11``): the ``dsh`` fixture runs headless DSH turns.
+
+    def test_weather(dsh):
+        result = dsh.run('/mock run weather_lookup({"city": "Paris"})', tools=["weather_lookup"])
+        assert result.result("weather_lookup").output == "Paris: sunny, 21C"
+
+Cassettes live next to the test file, ``cassettes/<module>/<test>.tools.ndjson`` (and
+``.subagents.jsonl``; a test's second run adds ``-2``), or where ``@pytest.mark.dsh(cassette=...)``
+says. ``--dsh-record-mode`` is ``none`` by default, as in pytest-recording, so CI never records
+by accident; a marker's ``record_mode`` applies when the option is not given. A failed run fails
+the test with the run's named errors, cassette counts, stderr tail and the command to re-record.
+Each test runs in its own ``tmp_path`` and finds its sessions by id, so ``pytest-xdist`` workers
+share one host install without cross-talk.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.hostenv import HostEnv, ensure_host, host_env
+from bridge.install import PACKAGE, install_plugin
+from bridge.run import (
+    RECORD_MODES,
+    CassetteMissing,
+    HostNotFound,
+    RecordMode,
+    Row,
+    RunResult,
+    SubagentCassette,
+    ToolCassette,
+    find_host,
+    run,
+)
+
+__all__ = ["DshRunner"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RUNS = pytest.StashKey[list[RunResult]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dsh", "dsh-sidecar: headless DSH runs with cassettes")
+    group.addoption(
+        "--dsh-record-mode", choices=RECORD_MODES, default=None,
+        help="none (default): replay only; once: record missing cassettes; all: re-record every cassette.",
+    )
+    group.addoption("--dsh-host", default=None, help="DSH host prefix (default: .host found from the rootdir up).")
+    group.addoption(
+        "--dsh-setup", action="store_true",
+        help="Install the DSH host and the plugin if missing (once, under a lock shared by xdist workers).",
+    )
+    parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
+                  type="linelist", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "dsh(cassette=None, record_mode=None): cassette base path (relative to the test file) "
+        "and record mode for the dsh fixture",
+    )
+
+
+def _setup_host(prefix: Path) -> HostEnv:
+    """Install the host and the plugin under ``prefix`` once, whichever worker gets there first."""
+    prefix.mkdir(parents=True, exist_ok=True)
+    with open(prefix / ".setup.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        env = ensure_host(prefix)
+        if not (env.dsh_home / "profiles" / "headless" / "node_modules" / PACKAGE).is_dir():
+            install_plugin(env, "headless")
+        return env
+
+
+@pytest.fixture(scope="session")
+def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
+    """The DSH host every ``dsh`` run of the session uses."""
+    explicit = pytestconfig.getoption("--dsh-host")
+    if pytestconfig.getoption("--dsh-setup"):
+        return _setup_host(Path(explicit) if explicit else pytestconfig.rootpath / ".host")
+    if explicit:
+        return host_env(Path(explicit))
+    try:
+        return find_host(pytestconfig.rootpath)
+    except HostNotFound as exc:
+        pytest.fail(f"{exc} (or run pytest with --dsh-setup)", pytrace=False)
+
+
+class DshRunner:
+    """Runs headless DSH turns for one test, with per-test cassette paths."""
+
+    def __init__(self, request: pytest.FixtureRequest, host: HostEnv, cwd: Path) -> None:
+        self.host = host
+        self.cwd = cwd
+        config = request.config
+        marker = request.node.get_closest_marker("dsh")
+        marked: Mapping[str, Any] = marker.kwargs if marker is not None else {}
+        option = config.getoption("--dsh-record-mode")
+        self.record_mode: RecordMode = option or marked.get("record_mode") or "none"
+        folder = request.path.parent
+        base = marked.get("cassette")
+        self.base = folder / base if base else folder / "cassettes" / request.path.stem / _UNSAFE.sub(
+            "_", request.node.name
+        )
+        self.patches = [config.rootpath / p for p in config.getini("dsh_patches")]
+        self.nodeid = request.node.nodeid
+        self.runs: list[RunResult] = []
+
+    def cassette(self, kind: str, index: int | None = None) -> Path:
+        """The cassette path of this test's run ``index`` (1-based; default: the next run)."""
+        n = len(self.runs) + 1 if index is None else index
+        suffix = {"tools": ".tools.ndjson", "subagents": ".subagents.jsonl"}[kind]
+        return self.base.with_name(self.base.name + ("" if n == 1 else f"-{n}") + suffix)
+
+    def run(
+        self,
+        task: str | None = None,
+        *,
+        script: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+        tools: Sequence[str] | None = None,
+        subagents: bool | SubagentCassette = False,
+        tool_cassette: ToolCassette | None = None,
+        subagent_cassette: SubagentCassette | None = None,
+        record_mode: RecordMode | None = None,
+        rows: Sequence[Row] = (),
+        patches: Sequence[str | os.PathLike[str]] = (),
+        check: bool = True,
+        **options: Any,
+    ) -> RunResult:
+        """Run one turn; ``tools`` selects a tool cassette, ``subagents`` a subagent cassette.
+
+        ``tool_cassette`` / ``subagent_cassette`` name a cassette explicitly instead (relative files
+        resolve against the run's cwd), e.g. to record and replay one file within a test;
+        ``record_mode`` overrides the session's for this call. With ``check`` (the default) a
+        failed run fails the test with its explanation; other keyword arguments go to
+        ``bridge.run.run``.
+        """
+        if tool_cassette is None and tools:
+            tool_cassette = ToolCassette(file=str(self.cassette("tools")), include=list(tools))
+        if subagent_cassette is None and subagents:
+            file = str(self.cassette("subagents"))
+            subagent_cassette = (
+                SubagentCassette(file=file) if subagents is True
+                else SubagentCassette(file=file, provider=subagents.provider, options=subagents.options,
+                                      one_shot=subagents.one_shot)
+            )
+        options.setdefault("cwd", self.cwd)
+        missing: str | None = None
+        try:
+            result = run(
+                task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
+                record_mode=record_mode or self.record_mode, rows=rows, patches=[*self.patches, *patches],
+                host=self.host,
+                record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
+            )
+        except CassetteMissing as exc:
+            missing = str(exc)
+        if missing is not None:  # outside the handler: pytest would print the error twice
+            pytest.fail(missing, pytrace=False)
+        self.runs.append(result)
+        if check and not result.ok:
+            pytest.fail(result.explain(f"pytest {self.nodeid} --dsh-record-mode all"), pytrace=False)
+        return result
+
+
+@pytest.fixture
+def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path) -> Iterator[DshRunner]:
+    """A ``DshRunner`` for this test: its own working directory, per-test cassette paths."""
+    work = tmp_path / "dsh-work"
+    work.mkdir()
+    runner = DshRunner(request, dsh_host, work)
+    request.node.stash[_RUNS] = runner.runs
+    yield runner
+
+
+def _run_line(result: RunResult) -> str:
+    cassettes = ", ".join(
+        f"{s.kind} {s.mode} {s.file}" for s in (result.tool_cassette, result.subagent_cassette) if s is not None
+    )
+    return f"exit {result.exit_code} in {result.duration_ms} ms: {result.task[:70]}" + (
+        f" [{cassettes}]" if cassettes else ""
+    ) + f"\n  session log: {result.session_path or '(none)'}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    runs = item.stash.get(_RUNS, None)
+    if runs and report.when == "call" and report.failed:
+        report.sections.append(("dsh runs", "\n".join(_run_line(r) for r in runs)))
+    return report

@@ -1,0 +1,610 @@
+"""The run API: one headless DSH rc.8 turn with cassettes and the mock in, a typed result out.
+
+    from bridge.run import ToolCassette, run
+
+    result = run(
+        '/mock run weather_lookup({"city": "Paris"})',
+        tool_cassette=ToolCassette("weather.cassette.ndjson", include=["weather_lookup"]),
+        record_mode="once",
+    )
+    assert result.result("weather_lookup").output == "Paris: sunny, 21C"
+
+Each run writes its own ``--patch`` layer and run report in a private temporary folder, finds
+its session logs by the ids the sidecar reports (one path computation, no folder scan), and
+runs DSH in a new process group that a timeout kills as a whole. Record modes follow
+pytest-recording: ``none`` replays and never records, ``once`` records only a missing
+cassette, ``all`` re-records. A recording goes to a private file beside the cassette and is
+published (create-only for ``once``, atomic replace for ``all``) only when the cassette reports
+a complete recording and the sidecar shut down without errors (not killed, not timed out);
+otherwise the old cassette is left untouched. The turn's own outcome does not matter: a turn
+that fails on purpose (a recorded tool error) is a complete recording.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from bridge.hostenv import HostEnv, host_env
+from bridge.install import PACKAGE
+from bridge.report import CassetteCounts, RunReport, read_report
+from python_core.errors import SidecarError
+from python_core.mock import MockStatus, Script, encode_script, validate_script
+from python_core.session_log import (
+    final_text,
+    mock_statuses,
+    read_session_log,
+    session_log_candidates,
+    tool_calls,
+    tool_results,
+)
+from python_core.subagent_cassette.cli import ONE_SHOT_PATCH
+
+__all__ = [
+    "CassetteMissing",
+    "CassetteSummary",
+    "Diagnostic",
+    "HostNotFound",
+    "RecordMode",
+    "Row",
+    "RunFailed",
+    "RunResult",
+    "SubagentCassette",
+    "ToolCall",
+    "ToolCassette",
+    "ToolResult",
+    "find_host",
+    "run",
+]
+
+RecordMode = Literal["none", "once", "all"]
+RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
+HOST_ENV_VAR = "DSH_SIDECAR_HOST"
+_KILL_GRACE_S = 5.0
+# rc.8 prints nothing to stderr on success; a failure's useful lines are its last ones.
+_STDERR_TAIL = 6
+# What Node prints around an uncaught error besides its message: frames, source excerpts, carets.
+_NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[cause\]: )")
+
+
+class HostNotFound(SidecarError):
+    """No installed DSH host was found."""
+
+    code = "HOST_NOT_FOUND"
+    exit_code = 2
+
+
+class CassetteMissing(SidecarError):
+    """Record mode ``none`` and the cassette does not exist."""
+
+    code = "CASSETTE_MISSING"
+
+    def __init__(self, field: str, name: str, hint: str) -> None:
+        super().__init__(f"{field}: {name} does not exist (record mode none); {hint}")
+        self.field = field
+
+
+class CassetteNotAFile(SidecarError):
+    """A cassette path names something that is not a regular file."""
+
+    code = "CASSETTE_IO"
+
+    def __init__(self, field: str, name: str) -> None:
+        super().__init__(f"{field}: {name} is not a regular file; name a file path")
+
+
+class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool cassette for one run: the file and the tools it records or replays."""
+
+    file: str
+    include: list[str]
+
+
+class SubagentCassette(msgspec.Struct, frozen=True, kw_only=True):
+    """A subagent cassette for one run.
+
+    ``provider`` and ``options`` are the ``subagentCassette`` row keys (docs); ``one_shot`` adds
+    the shipped patch that puts the delegation tools in one-shot mode, which recording needs.
+    """
+
+    file: str
+    provider: dict[str, Any] = msgspec.field(default_factory=lambda: {"transparent": True})
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+    one_shot: bool = True
+
+
+class Row(msgspec.Struct, frozen=True):
+    """A profile row to enable for the run (an id-targeted patch: ``config`` replaces the row's)."""
+
+    id: str
+    name: str
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call of the run's own session: tool, structural path, decoded arguments."""
+
+    call_id: str
+    tool: str
+    path: str | None
+    arguments: Any
+    turn: int | None = None
+    step: int | None = None
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool result the model saw: text ``output``, structured ``value``, runtime error code."""
+
+    call_id: str
+    tool: str
+    path: str | None
+    is_error: bool
+    output: str
+    value: Any = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """What one cassette did in the run; ``published`` is true only for a complete recording."""
+
+    kind: Literal["tool", "subagent"]
+    file: str
+    record_mode: RecordMode
+    mode: Literal["record", "replay"]
+    selected: int = 0
+    recorded: int = 0
+    consumed: int = 0
+    unconsumed: int = 0
+    missed: int = 0
+    poisoned: bool = False
+    published: bool = False
+
+
+class Diagnostic(msgspec.Struct, frozen=True):
+    """A named error that failed the run (``code``, structural ``message``)."""
+
+    code: str
+    message: str
+
+
+class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One finished headless run (``dsh-sidecar run --json`` prints exactly this)."""
+
+    exit_code: int
+    timed_out: bool
+    duration_ms: int
+    task: str
+    stdout: str
+    stderr: str
+    final_text: str
+    tool_calls: list[ToolCall]
+    tool_results: list[ToolResult]
+    mock: list[MockStatus]
+    tool_cassette: CassetteSummary | None
+    subagent_cassette: CassetteSummary | None
+    errors: list[Diagnostic]
+    session_id: str | None
+    session_path: str | None
+    child_session_ids: list[str]
+    events: list[dict[str, Any]]
+
+    @property
+    def ok(self) -> bool:
+        """The run exited 0 and did not time out."""
+        return self.exit_code == 0 and not self.timed_out
+
+    def calls(self, tool: str | None = None) -> list[ToolCall]:
+        """The run's tool calls, optionally of one tool."""
+        return [c for c in self.tool_calls if tool is None or c.tool == tool]
+
+    def results(self, tool: str | None = None) -> list[ToolResult]:
+        """The run's tool results, optionally of one tool."""
+        return [r for r in self.tool_results if tool is None or r.tool == tool]
+
+    def result(self, tool: str) -> ToolResult:
+        """The one result of ``tool``.
+
+        Raises:
+            LookupError: ``tool`` has no result, or more than one.
+        """
+        found = self.results(tool)
+        if len(found) != 1:
+            raise LookupError(f"{tool}: expected exactly 1 result, the run has {len(found)}")
+        return found[0]
+
+    def explain(self, rerecord: str | None = None) -> str:
+        """A short account of a failed run: exit, named errors, cassettes, stderr tail, the fix."""
+        head = "timed out" if self.timed_out else f"exited {self.exit_code}"
+        lines = [f"dsh run {head}: {self.task[:80]}"]
+        lines += [f"  {e.code}: {e.message}" for e in self.errors[:4]]
+        for summary in (self.tool_cassette, self.subagent_cassette):
+            if summary is not None:
+                lines.append("  " + _summary_line(summary))
+        tail = _stderr_tail(self.stderr, known=[e.message for e in self.errors])
+        if tail:
+            lines.append("  stderr (last lines):")
+            lines += [f"    {line}" for line in tail]
+        if rerecord and any(s is not None and s.mode == "replay" for s in (self.tool_cassette, self.subagent_cassette)):
+            lines.append(f"  to re-record: {rerecord}")
+        return "\n".join(lines)
+
+    def check(self) -> RunResult:
+        """Return ``self`` if the run succeeded.
+
+        Raises:
+            RunFailed: the run exited non-zero or timed out (the message is ``explain()``).
+        """
+        if not self.ok:
+            raise RunFailed(self)
+        return self
+
+
+class RunFailed(SidecarError):
+    """A run that was expected to succeed did not."""
+
+    code = "RUN_FAILED"
+
+    def __init__(self, result: RunResult, rerecord: str | None = None) -> None:
+        super().__init__(result.explain(rerecord))
+        self.result = result
+
+
+def _summary_line(s: CassetteSummary) -> str:
+    if s.mode == "record":
+        counts = f"{s.selected} selected, {s.recorded} recorded, published: {'yes' if s.published else 'no'}"
+    else:
+        counts = f"{s.selected} selected, {s.consumed} consumed, {s.unconsumed} unconsumed"
+        counts += f", poisoned: {'yes' if s.poisoned else 'no'}" if s.kind == "tool" else f", {s.missed} missed"
+    return f"{s.kind} cassette {s.file} ({s.mode}, record mode {s.record_mode}): {counts}"
+
+
+def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
+    """The last useful stderr lines: no JS stack frames, no repeats, nothing already shown."""
+    seen: list[str] = []
+    for raw in stderr.splitlines():
+        line = raw.strip()
+        for prefix in ("dsh-sidecar: ", "dsh: "):
+            line = line.removeprefix(prefix)
+        if (
+            not line or _NODE_NOISE.match(line) or line.startswith(("tool cassette ", "subagent cassette "))
+            or any(k and k in line for k in known) or line in seen
+        ):
+            continue
+        seen.append(line)
+    return [line[:200] for line in seen[-_STDERR_TAIL:]]
+
+
+def find_host(start: str | os.PathLike[str] | None = None) -> HostEnv:
+    """Find the DSH host the way git finds its repository.
+
+    ``$DSH_SIDECAR_HOST`` when set; else the first ``.host`` with ``bin/dsh`` in ``start``, the
+    current directory or one of their parents, else beside this checkout (editable install).
+    ``DSH_HOME`` is ``$DSH_HOME`` when set, else the host's own ``dsh-home``.
+
+    Raises:
+        HostNotFound: nothing installed there; the message says how to install it.
+    """
+    explicit = os.environ.get(HOST_ENV_VAR, "").strip()
+    if explicit:
+        candidates = [Path(explicit)]
+    else:
+        candidates = []
+        for base in (Path(start or os.getcwd()).resolve(), Path.cwd().resolve()):
+            candidates += [p / ".host" for p in (base, *base.parents)]
+        candidates.append(Path(__file__).resolve().parents[1] / ".host")
+    home = os.environ.get("DSH_HOME", "").strip()
+    for prefix in candidates:
+        if (prefix / "bin" / "dsh").exists():
+            return host_env(prefix, Path(home) if home else None)
+    where = f"${HOST_ENV_VAR}" if explicit else "a .host folder here or in a parent folder"
+    raise HostNotFound(
+        f"no DSH host at {where}; install one with `dsh-sidecar host install` and "
+        "`dsh-sidecar install --profile headless` (or set DSH_SIDECAR_HOST to its prefix)"
+    )
+
+
+class _Plan(msgspec.Struct, kw_only=True):
+    """How one cassette takes part in a run."""
+
+    kind: Literal["tool", "subagent"]
+    target: Path
+    name: str
+    mode: Literal["record", "replay"]
+    write_to: Path
+    record_mode: RecordMode
+
+
+def _plan(kind: Literal["tool", "subagent"], file: str, cwd: Path, record_mode: RecordMode, hint: str) -> _Plan:
+    field = "toolCassette.file" if kind == "tool" else "subagentCassette.file"
+    target = (cwd / file) if not os.path.isabs(file) else Path(file)
+    name = os.path.basename(file) or file
+    if target.exists() and not target.is_file():
+        raise CassetteNotAFile(field, name)
+    exists = target.is_file()
+    if record_mode == "none" and not exists:
+        raise CassetteMissing(field, name, hint)
+    if exists and record_mode != "all":
+        return _Plan(kind=kind, target=target, name=name, mode="replay", write_to=target, record_mode=record_mode)
+    if not target.parent.is_dir():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    private = target.parent / f".{target.name}.{secrets.token_hex(4)}.recording"
+    return _Plan(kind=kind, target=target, name=name, mode="record", write_to=private, record_mode=record_mode)
+
+
+def _publish(plan: _Plan, complete: bool) -> bool:
+    """Move a complete private recording into place; drop an incomplete one. True if published."""
+    private = plan.write_to
+    try:
+        if not complete or not private.is_file():
+            return False
+        if plan.record_mode == "all":
+            os.replace(private, plan.target)
+        else:
+            os.link(private, plan.target)  # create-only: never overwrite a cassette that appeared
+        fd = os.open(plan.target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        for leftover in (private, Path(f"{private}.partial")):
+            leftover.unlink(missing_ok=True)
+        shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
+
+
+def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cwd: Path, wait_ms: int | None,
+                 scratch: list[Path]) -> str:
+    if isinstance(script, (str, os.PathLike)):
+        path = os.fspath(script)
+    else:
+        value = script if isinstance(script, Script) else validate_script(dict(script), source="script")
+        # Replay reads only below the session cwd (or the sessions folder): the file goes there.
+        file = cwd / f".dsh-run-{secrets.token_hex(6)}.mock.json"
+        file.write_bytes(encode_script(value))
+        scratch.append(file)
+        path = file.name
+    task = f"/mock replay {json.dumps(path)}"
+    return task if wait_ms is None else f"{task} --overwrite-wait-time-ms {wait_ms}"
+
+
+def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool, transparent_spawn: bool) -> str:
+    # JSON is YAML flow syntax: no YAML writer needed and no quoting surprises.
+    entries = [{"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": sidecar}]
+    entries += [{"id": r.id, "name": r.name, "disabled": False, "config": r.config} for r in rows]
+    text = "".join(f"- {json.dumps(entry)}\n" for entry in entries)
+    if one_shot:
+        text += ONE_SHOT_PATCH
+    if transparent_spawn:
+        # The transparent setup registers the cassette as `spawn`: the real provider moves aside.
+        text += '- {"id": "subagent-spawn-in-process", "config": {"providerName": "spawn-upstream"}}\n'
+
+    return text
+
+
+def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) -> tuple[int, str, str, bool]:
+    """Run ``argv`` in its own process group; a timeout ends that group only."""
+    proc = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, errors="replace", start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err, False
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, None)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                out, err = proc.communicate(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        return proc.returncode, out, err, True
+
+
+def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> CassetteSummary:
+    c = counts or CassetteCounts(kind=plan.kind, mode=plan.mode)
+    return CassetteSummary(
+        kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
+        recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
+        published=published,
+    )
+
+
+def _sessions(host: HostEnv, report: RunReport) -> tuple[str | None, str | None, list[str], list[dict[str, Any]]]:
+    """The root session's id, log path and events, and the child session ids."""
+    root = str(host.dsh_home / "sessions")
+    found: list[tuple[str, str, list[dict[str, Any]]]] = []
+    for session_id in report.sessions:
+        for path in session_log_candidates(root, report.cwd, session_id):
+            if os.path.exists(path):
+                found.append((session_id, path, read_session_log(path)))
+                break
+    parents = [f for f in found if f[2] and f[2][0].get("delegationDepth", 0) == 0]
+    if not parents:
+        return None, None, [s for s, _, _ in found], []
+    session_id, path, events = parents[0]
+    return session_id, path, [s for s, _, _ in found if s != session_id], events
+
+
+def _private_home(shared: Path, profile: str, private: Path) -> Path:
+    """A DSH_HOME for one run: links to everything of ``shared`` but the profile's ``cordis.yml``.
+
+    rc.8 rewrites ``profiles/<profile>/cordis.yml`` (truncate, then write) at every boot and reads
+    it back; a second run booting at that moment reads an empty file and fails to load. A run
+    whose profile folder is its own, with every other entry linked, never shares that file,
+    while sessions, plugins and patches stay the shared ones.
+    """
+    if not (shared / "profiles" / profile / "node_modules" / PACKAGE).is_dir():
+        raise HostNotFound(
+            f"the plugin is not installed in profile {profile}; run `dsh-sidecar install --profile {profile}`"
+        )
+    home = private / "home"
+    profile_dir = home / "profiles" / profile
+    profile_dir.mkdir(parents=True)
+    (shared / "sessions").mkdir(parents=True, exist_ok=True)
+    for entry in shared.iterdir():
+        if entry.name != "profiles":
+            (home / entry.name).symlink_to(entry)
+    for entry in (shared / "profiles").iterdir():
+        if entry.name != profile:
+            (home / "profiles" / entry.name).symlink_to(entry)
+    for entry in (shared / "profiles" / profile).iterdir():
+        if entry.name != "cordis.yml":
+            (profile_dir / entry.name).symlink_to(entry)
+    return home
+
+
+def run(
+    task: str | None = None,
+    *,
+    script: str | os.PathLike[str] | Mapping[str, Any] | Script | None = None,
+    overwrite_wait_time_ms: int | None = None,
+    tool_cassette: ToolCassette | None = None,
+    subagent_cassette: SubagentCassette | None = None,
+    record_mode: RecordMode = "none",
+    rows: Sequence[Row] = (),
+    patches: Sequence[str | os.PathLike[str]] = (),
+    mock: Mapping[str, Any] | None = None,
+    trace: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    host: HostEnv | None = None,
+    profile: str = "headless",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    record_hint: str = "record it with record mode `once`",
+) -> RunResult:
+    """Run one headless DSH turn and return what it did.
+
+    Args:
+        task: the task text (``/mock run ...`` for a scripted turn); exclusive with ``script``.
+        script: a canonical mock script (path relative to ``cwd``, mapping or ``Script``) to
+            ``/mock replay``; ``overwrite_wait_time_ms`` replaces its waits.
+        tool_cassette, subagent_cassette: cassettes; relative files resolve against ``cwd``.
+        record_mode: ``none`` (replay only), ``once`` (record a missing cassette), ``all``
+            (re-record; the old cassette is replaced only by a complete recording).
+        rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files,
+            applied before the run's own layer (so ``rows`` win over them).
+        mock: the sidecar's ``mock`` section; ``trace``: a trace file (relative to ``cwd``).
+        cwd: the DSH working directory (default: the current one).
+        host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
+        timeout: seconds before the run's process group is terminated (``timed_out`` is set).
+        record_hint: how to record a missing cassette, in the words of the caller's interface.
+
+    Raises:
+        CassetteMissing: record mode ``none`` and a cassette file does not exist.
+        HostNotFound: no host installed, or the plugin is not installed in ``profile``.
+        ValueError: both or neither of ``task`` and ``script``; an unknown record mode.
+    """
+    if (task is None) == (script is None):
+        raise ValueError("give exactly one of task and script")
+    if record_mode not in RECORD_MODES:
+        raise ValueError(f"record_mode must be one of {', '.join(RECORD_MODES)}")
+    workdir = Path(cwd or os.getcwd()).resolve()
+    host = host or find_host(workdir)
+    plans: list[_Plan] = []
+    hint = record_hint
+    sidecar: dict[str, Any] = {}
+    if tool_cassette is not None:
+        plan = _plan("tool", tool_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["toolCassette"] = {
+            "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
+        }
+    if subagent_cassette is not None:
+        plan = _plan("subagent", subagent_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["subagentCassette"] = {
+            **subagent_cassette.options, "mode": plan.mode, "file": str(plan.write_to),
+            "provider": subagent_cassette.provider,
+        }
+    if mock is not None:
+        sidecar["mock"] = dict(mock)
+    if trace is not None:
+        sidecar["trace"] = trace
+    private = Path(tempfile.mkdtemp(prefix="dsh-run-"))
+    scratch: list[Path] = []
+    try:
+        text = task if task is not None else _script_task(script, workdir, overwrite_wait_time_ms, scratch)  # type: ignore[arg-type]
+        report_path = private / "report.json"
+        sidecar["report"] = str(report_path)
+        patch = private / "run.patch.yml"
+        one_shot = subagent_cassette is not None and subagent_cassette.one_shot
+        transparent = subagent_cassette is not None and subagent_cassette.provider == {"transparent": True}
+        patch.write_text(_patch_text(sidecar, rows, one_shot, transparent))
+        # Later layers win: the caller's files first, then this run's own rows.
+        argv = [str(host.dsh), "--profile", profile]
+        for extra in patches:
+            argv += ["--patch", os.fspath(Path(extra).resolve())]
+        argv += ["--patch", str(patch)]
+        environ = host.environ({**os.environ, **(env or {})})
+        environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
+        started = time.monotonic()
+        code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        report = read_report(str(report_path))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+        for file in scratch:
+            file.unlink(missing_ok=True)
+    counts = {c.kind: c for c in report.cassettes} if report is not None else {}
+    summaries: dict[str, CassetteSummary] = {}
+    # Complete: the sidecar shut down cleanly and the cassette itself reports a finished
+    # recording. A turn that failed on purpose (a recorded tool error) is still a recording.
+    clean = report is not None and not report.errors and not timed_out
+    for plan in plans:
+        count = counts.get(plan.kind)
+        complete = clean and count is not None and count.published
+        published = _publish(plan, complete) if plan.mode == "record" else False
+        summaries[plan.kind] = _summary(plan, count, published)
+    return _result(host, text, report, code, out, err, timed_out, duration_ms, summaries)
+
+
+def _result(host: HostEnv, task: str, report: RunReport | None, code: int, out: str, err: str, timed_out: bool,
+            duration_ms: int, summaries: Mapping[str, CassetteSummary]) -> RunResult:
+    session_id = path = None
+    children: list[str] = []
+    events: list[dict[str, Any]] = []
+    if report is not None:
+        session_id, path, children, events = _sessions(host, report)
+    paths = {c.callId: c for c in report.calls} if report is not None else {}
+    calls = [
+        ToolCall(call_id=c.call_id, tool=c.tool, path=paths[c.call_id].path if c.call_id in paths else None,
+                 arguments=c.arguments, turn=c.turn, step=c.step)
+        for c in tool_calls(events)
+    ]
+    tools = {c.call_id: c.tool for c in calls}
+    results = []
+    for r in tool_results(events):
+        seen = paths.get(r.call_id)
+        value = msgspec.json.decode(seen.value) if seen is not None else None
+        results.append(ToolResult(
+            call_id=r.call_id, tool=tools.get(r.call_id, seen.tool if seen else ""),
+            path=seen.path if seen else None, is_error=r.is_error, output=r.output, value=value,
+            error_code=r.error_code, error_message=r.error_message,
+        ))
+    errors = [Diagnostic(e.code, e.message) for e in report.errors] if report is not None else []
+    return RunResult(
+        exit_code=code, timed_out=timed_out, duration_ms=duration_ms, task=task, stdout=out, stderr=err,
+        final_text=final_text(events) or out.strip(), tool_calls=calls, tool_results=results,
+        mock=mock_statuses(events), tool_cassette=summaries.get("tool"), subagent_cassette=summaries.get("subagent"),
+        errors=errors, session_id=session_id, session_path=path, child_session_ids=children, events=events,
+    )

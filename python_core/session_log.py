@@ -1,0 +1,249 @@
+"""DSH rc.8 session logs: where a session's log lives, how to decode it, what a turn did.
+
+Pure functions over bytes and decoded events. The path rule is rc.8's own
+(``dsh-session-persistence-jsonl``): ``<root>/--<project key of cwd>--/<encoded id>/session.jsonl``
+with ``.zstd`` appended when compressed (concatenated zstd frames). Knowing the session id and
+the cwd, a log is found with one path computation, however many sessions the folder holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from python_core.mock.plan import MockStatus
+from python_core.mock.source import decode_source
+
+__all__ = [
+    "SessionSummary",
+    "SessionToolCall",
+    "SessionToolResult",
+    "decode_session_log",
+    "encode_segment",
+    "final_text",
+    "mock_statuses",
+    "project_key",
+    "read_session_log",
+    "session_log_candidates",
+    "summarize",
+    "tool_calls",
+    "tool_results",
+]
+
+_SAFE: Final = re.compile(r"[A-Za-z0-9._-]")
+_SEPARATORS: Final = frozenset("/\\:")
+LOG_NAMES: Final = ("session.jsonl.zstd", "session.jsonl")
+
+
+def _utf16_units(text: str) -> Iterable[int]:
+    # rc.8 walks JavaScript strings by UTF-16 code unit (charCodeAt).
+    data = text.encode("utf-16-le", "surrogatepass")
+    for i in range(0, len(data), 2):
+        yield data[i] | (data[i + 1] << 8)
+
+
+def _escape(unit: int) -> str:
+    return "~" + format(unit, "04X")
+
+
+def encode_segment(raw: str) -> str:
+    """Encode one path segment (a session id) the way rc.8 does: ``~XXXX`` for unsafe units."""
+    if not raw:
+        raise ValueError("cannot encode an empty path segment")
+    if raw == ".":
+        return "~002E"
+    if raw == "..":
+        return "~002E~002E"
+    out = []
+    for unit in _utf16_units(raw):
+        ch = chr(unit)
+        out.append(ch if unit < 0x80 and _SAFE.fullmatch(ch) else _escape(unit))
+    return "".join(out)
+
+
+def project_key(cwd: str) -> str:
+    """The directory name rc.8 groups a cwd's sessions under (``--tmp-work--`` for ``/tmp/work``)."""
+    if not cwd:
+        raise ValueError("cannot encode an empty project path")
+    readable = []
+    separator_run = False
+    for unit in _utf16_units(cwd):
+        ch = chr(unit)
+        if ch in _SEPARATORS:
+            if not separator_run:
+                readable.append("-")
+            separator_run = True
+            continue
+        readable.append(ch if unit < 0x80 and _SAFE.fullmatch(ch) else _escape(unit))
+        separator_run = False
+    key = "".join(readable).lstrip("-") or "root"
+    return f"--{key[:251]}--"
+
+
+def session_log_candidates(sessions_root: str, cwd: str, session_id: str) -> list[str]:
+    """The paths a session's log can have (compressed first); no directory is listed."""
+    folder = os.path.join(sessions_root, project_key(cwd), encode_segment(session_id))
+    return [os.path.join(folder, name) for name in LOG_NAMES]
+
+
+def decode_session_log(data: bytes, *, source: str = "session log") -> list[dict[str, Any]]:
+    """Decode a session log (plain JSONL or concatenated zstd frames) into its events.
+
+    Raises:
+        python_core.mock.errors.InvalidScript: a truncated frame or a line that is not JSON.
+    """
+    _, text = decode_source(data, source=source)
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if line.strip():
+            event = json.loads(line)
+            if isinstance(event, dict):
+                events.append(event)
+    return events
+
+
+def read_session_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and decode the session log at ``path``."""
+    with open(path, "rb") as handle:
+        return decode_session_log(handle.read(), source=os.path.basename(path))
+
+
+class SessionToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool call the model made, as the session logged it."""
+
+    call_id: str
+    tool: str
+    arguments: Any
+    turn: int | None = None
+    step: int | None = None
+
+
+class SessionToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool result the model saw: its rendered text and, on failure, the runtime's code."""
+
+    call_id: str
+    is_error: bool
+    output: str
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+def _data(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    data = event.get("data")
+    return data if isinstance(data, Mapping) else {}
+
+
+def _of_type(events: Sequence[Mapping[str, Any]], kind: str) -> Iterable[Mapping[str, Any]]:
+    return (_data(e) for e in events if e.get("type") == kind)
+
+
+def _arguments(text: object) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def tool_calls(events: Sequence[Mapping[str, Any]]) -> list[SessionToolCall]:
+    """The ``tool/call`` events, in order, with arguments decoded from their JSON text."""
+    return [
+        SessionToolCall(
+            call_id=str(d.get("callId", "")), tool=str(d.get("name", "")), arguments=_arguments(d.get("arguments")),
+            turn=d.get("turn"), step=d.get("step"),
+        )
+        for d in _of_type(events, "tool/call")
+    ]
+
+
+def _text(parts: object) -> str:
+    if not isinstance(parts, list):
+        return ""
+    return "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
+
+
+def tool_results(events: Sequence[Mapping[str, Any]]) -> list[SessionToolResult]:
+    """The ``tool/result`` events, in order: text output, error flag, runtime error code."""
+    results = []
+    for d in _of_type(events, "tool/result"):
+        error = d.get("error")
+        error = error if isinstance(error, Mapping) else {}
+        message = d.get("message")
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, Mapping) or block.get("type") != "tool-result":
+                continue
+            results.append(SessionToolResult(
+                call_id=str(block.get("toolCallId", "")), is_error=bool(block.get("isError", False)),
+                output=_text(block.get("content")),
+                error_code=error.get("code") if isinstance(error.get("code"), str) else None,
+                error_message=error.get("message") if isinstance(error.get("message"), str) else None,
+            ))
+    return results
+
+
+def final_text(events: Sequence[Mapping[str, Any]]) -> str:
+    """The last non-empty assistant text of the log (what the headless runner prints)."""
+    last = ""
+    for d in _of_type(events, "assistant/message"):
+        message = d.get("message")
+        if isinstance(message, Mapping):
+            text = _text(message.get("content"))
+            if text.strip():
+                last = text
+    return last
+
+
+def mock_statuses(events: Sequence[Mapping[str, Any]]) -> list[MockStatus]:
+    """The ``mock/status`` records of the log, in order, as typed values."""
+    return [msgspec.convert(d, MockStatus) for d in _of_type(events, "mock/status")]
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    """One session at a glance: identity, the first task, how its turns ended, what ran."""
+
+    session_id: str
+    created_at: int | None
+    cwd: str | None
+    delegation_depth: int
+    task: str
+    turns: int
+    end_reasons: list[str]
+    tool_calls: int
+    tool_errors: int
+    mock_state: str | None
+    final_text: str
+
+
+def _first_user_text(events: Sequence[Mapping[str, Any]]) -> str:
+    for d in _of_type(events, "user/message"):
+        source = d.get("source")
+        if isinstance(source, Mapping) and source.get("kind") == "user":
+            return _text(d.get("content"))
+    return ""
+
+
+def summarize(events: Sequence[Mapping[str, Any]]) -> SessionSummary:
+    """Summarize a decoded session log (the header is its first event)."""
+    header: Mapping[str, Any] = events[0] if events and events[0].get("type") == "session" else {}
+    ends = []
+    for d in _of_type(events, "turn/end"):
+        reason = d.get("reason")
+        ends.append(str(reason.get("kind")) if isinstance(reason, Mapping) else "unknown")
+    statuses = mock_statuses(events)
+    results = tool_results(events)
+    created = header.get("createdAt")
+    return SessionSummary(
+        session_id=str(header.get("id", "")), created_at=created if isinstance(created, int) else None,
+        cwd=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
+        delegation_depth=int(header.get("delegationDepth", 0) or 0), task=_first_user_text(events),
+        turns=sum(1 for e in events if e.get("type") == "turn/start"), end_reasons=ends,
+        tool_calls=len(tool_calls(events)), tool_errors=sum(1 for r in results if r.is_error),
+        mock_state=statuses[-1].state if statuses else None, final_text=final_text(events),
+    )

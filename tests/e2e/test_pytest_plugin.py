@@ -1,0 +1,93 @@
+"""The pytest plugin as a user meets it: a project of its own, ``pip install``-registered plugin.
+
+Each test copies the README's example (``tests/examples/test_weather.py``) into a fresh project
+folder with its own ``pytest.ini`` and runs ``python -m pytest`` there, against real headless DSH
+and a local weather service that is stopped before the offline runs.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from dshrun import ROOT
+from weather_service import weather_service
+
+EXAMPLE = ROOT / "tests" / "examples" / "test_weather.py"
+CASSETTE = Path("cassettes") / "test_weather" / "test_paris_weather.tools.ndjson"
+
+
+def _project(tmp_path: Path, weather_url: str) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copyfile(EXAMPLE, project / "test_weather.py")
+    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {"weatherUrl": weather_url}}
+    (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
+    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+    return project
+
+
+def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}", *args],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: Path) -> None:
+    with weather_service(tmp_path) as service:
+        project = _project(tmp_path, service.url)
+        first = _pytest(project, "--dsh-record-mode", "once")
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert service.requests == 1
+    assert (project / CASSETTE).is_file()
+    offline = _pytest(project)
+    assert offline.returncode == 0, offline.stdout[-3000:]
+    assert "1 passed" in offline.stdout
+    shutil.copyfile(project / "test_weather.py", project / "test_weather_copy.py")
+    copy = project / "cassettes" / "test_weather_copy"
+    copy.mkdir()
+    shutil.copyfile(project / CASSETTE, copy / CASSETTE.name)
+    parallel = _pytest(project, "-n", "2")
+    assert parallel.returncode == 0, parallel.stdout[-3000:]
+    assert "2 passed" in parallel.stdout
+    assert service.requests == 1
+
+
+def _failure_block(stdout: str) -> list[str]:
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if "test_paris_weather" in line and line.startswith("_"))
+    end = next(i for i, line in enumerate(lines) if "short test summary" in line)
+    return lines[start + 1:end]
+
+
+def test_a_failed_replay_says_which_call_differed_and_how_to_re_record(tmp_path: Path) -> None:
+    with weather_service(tmp_path) as service:
+        project = _project(tmp_path, service.url)
+        assert _pytest(project, "--dsh-record-mode", "once").returncode == 0
+    test = project / "test_weather.py"
+    test.write_text(test.read_text().replace('"city": "Paris"}', '"city": "Rome"}', 1))
+    failed = _pytest(project)
+    assert failed.returncode == 1
+    block = _failure_block(failed.stdout)
+    assert len(block) < 15, "\n".join(block)
+    text = "\n".join(block)
+    assert "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0: args sha256:" in text
+    assert "to re-record: pytest test_weather.py::test_paris_weather --dsh-record-mode all" in text
+    assert not [line for line in block if "CASSETTE" in line and "Rome" in line]
+    assert "    at " not in text
+
+
+def test_a_missing_cassette_fails_with_how_to_record_it(tmp_path: Path) -> None:
+    project = _project(tmp_path, "http://127.0.0.1:9")
+    failed = _pytest(project)
+    assert failed.returncode == 1
+    block = _failure_block(failed.stdout)
+    assert block == [
+        "CASSETTE_MISSING: toolCassette.file: test_paris_weather.tools.ndjson does not exist (record mode none); "
+        "record it: pytest test_weather.py::test_paris_weather --dsh-record-mode once",
+    ]
+    assert not (project / "cassettes").exists() or not any((project / "cassettes").rglob("*.ndjson"))

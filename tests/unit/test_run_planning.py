@@ -1,0 +1,160 @@
+"""The run API's decisions that need no host: record modes, publishing, homes, explanations."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
+from bridge.run import (
+    CassetteMissing,
+    CassetteSummary,
+    Diagnostic,
+    HostNotFound,
+    RunFailed,
+    RunResult,
+    _plan,
+    _private_home,
+    _publish,
+    find_host,
+)
+
+
+def test_none_replays_an_existing_cassette_and_refuses_a_missing_one(tmp_path: Path) -> None:
+    (tmp_path / "c.ndjson").write_text("x")
+    plan = _plan("tool", "c.ndjson", tmp_path, "none", "hint")
+    assert (plan.mode, plan.write_to) == ("replay", tmp_path / "c.ndjson")
+    with pytest.raises(CassetteMissing, match=r"^CASSETTE_MISSING: subagentCassette.file: s.jsonl does not exist"):
+        _plan("subagent", "s.jsonl", tmp_path, "none", "hint")
+
+
+def test_once_records_only_a_missing_cassette_to_a_private_file(tmp_path: Path) -> None:
+    plan = _plan("tool", "sub/c.ndjson", tmp_path, "once", "hint")
+    assert plan.mode == "record" and plan.write_to.parent == tmp_path / "sub"
+    assert plan.write_to.name.startswith(".c.ndjson.") and plan.write_to.name.endswith(".recording")
+    (tmp_path / "sub" / "c.ndjson").write_text("x")
+    assert _plan("tool", "sub/c.ndjson", tmp_path, "once", "hint").mode == "replay"
+    assert _plan("tool", "sub/c.ndjson", tmp_path, "all", "hint").mode == "record"
+
+
+def test_a_directory_is_not_a_cassette(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    with pytest.raises(Exception, match=r"^CASSETTE_IO: toolCassette.file: d is not a regular file"):
+        _plan("tool", "d", tmp_path, "once", "hint")
+
+
+def test_publish_is_create_only_for_once_and_a_replace_for_all(tmp_path: Path) -> None:
+    target = tmp_path / "c.ndjson"
+    plan = _plan("tool", "c.ndjson", tmp_path, "once", "hint")
+    plan.write_to.write_text("new")
+    target.write_text("appeared meanwhile")
+    assert not _publish(plan, complete=True)
+    assert target.read_text() == "appeared meanwhile" and not plan.write_to.exists()
+    plan = _plan("tool", "c.ndjson", tmp_path, "all", "hint")
+    plan.write_to.write_text("new")
+    assert _publish(plan, complete=True)
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["c.ndjson"]
+
+
+def test_an_incomplete_recording_leaves_the_old_cassette_and_no_leftovers(tmp_path: Path) -> None:
+    target = tmp_path / "c.ndjson"
+    target.write_text("old")
+    plan = _plan("tool", "c.ndjson", tmp_path, "all", "hint")
+    Path(f"{plan.write_to}.partial").write_text("half")
+    assert not _publish(plan, complete=False)
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["c.ndjson"]
+
+
+def test_a_private_home_links_everything_but_the_profile_root(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    profile = shared / "profiles" / "headless"
+    (profile / "node_modules" / "dsh-sidecar-shim").mkdir(parents=True)
+    (profile / "cordis.yml").write_text("[]")
+    (profile / "cordis.patch.yml").write_text("[]")
+    (shared / "profiles" / "node_modules").mkdir()
+    (shared / "cordis.patch.yml").write_text("[]")
+    home = _private_home(shared, "headless", tmp_path / "private")
+    assert sorted(os.listdir(home)) == ["cordis.patch.yml", "profiles", "sessions"]
+    assert (home / "sessions").resolve() == (shared / "sessions").resolve()
+    assert sorted(os.listdir(home / "profiles" / "headless")) == ["cordis.patch.yml", "node_modules"]
+    assert (home / "profiles" / "node_modules").is_symlink()
+    with pytest.raises(HostNotFound, match="run `dsh-sidecar install --profile web`"):
+        _private_home(shared, "web", tmp_path / "private2")
+
+
+def test_find_host_honours_the_variable_and_says_how_to_install(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSH_SIDECAR_HOST", str(tmp_path / "nowhere"))
+    with pytest.raises(HostNotFound, match=r"^HOST_NOT_FOUND: no DSH host at \$DSH_SIDECAR_HOST; install one"):
+        find_host(tmp_path)
+    (tmp_path / "h" / "bin").mkdir(parents=True)
+    (tmp_path / "h" / "bin" / "dsh").write_text("")
+    monkeypatch.setenv("DSH_SIDECAR_HOST", str(tmp_path / "h"))
+    monkeypatch.delenv("DSH_HOME", raising=False)
+    env = find_host(tmp_path)
+    assert (env.prefix, env.dsh_home) == ((tmp_path / "h").resolve(), (tmp_path / "h" / "dsh-home").resolve())
+
+
+def _result(**kw: object) -> RunResult:
+    base: dict[str, object] = dict(
+        exit_code=1, timed_out=False, duration_ms=5, task="/mock run echo({})", stdout="", stderr="",
+        final_text="", tool_calls=[], tool_results=[], mock=[], tool_cassette=None, subagent_cassette=None,
+        errors=[], session_id=None, session_path=None, child_session_ids=[], events=[],
+    )
+    base.update(kw)
+    return RunResult(**base)  # type: ignore[arg-type]
+
+
+def test_explain_shows_named_errors_once_and_drops_stacks_and_repeats() -> None:
+    stderr = "\n".join([
+        "dsh-sidecar: CASSETTE_MISMATCH: echo at root/0, ordinal 0: args sha256:1 differ",
+        "dsh-sidecar: TOOL_FAILED: echo failed", "dsh: TOOL_FAILED: echo failed",
+        "Error: boom", "    at foo (file.js:1:1)", "Node.js v24.19.0",
+        "dsh-sidecar: tool cassette replay: 1 selected calls",
+    ])
+    summary = CassetteSummary(kind="tool", file="c.ndjson", record_mode="none", mode="replay", selected=1,
+                              poisoned=True)
+    result = _result(stderr=stderr, tool_cassette=summary,
+                     errors=[Diagnostic("CASSETTE_MISMATCH", "echo at root/0, ordinal 0: args sha256:1 differ")])
+    assert result.explain("pytest x --dsh-record-mode all").splitlines() == [
+        "dsh run exited 1: /mock run echo({})",
+        "  CASSETTE_MISMATCH: echo at root/0, ordinal 0: args sha256:1 differ",
+        "  tool cassette c.ndjson (replay, record mode none): 1 selected, 0 consumed, 0 unconsumed, poisoned: yes",
+        "  stderr (last lines):",
+        "    TOOL_FAILED: echo failed",
+        "    Error: boom",
+        "  to re-record: pytest x --dsh-record-mode all",
+    ]
+    with pytest.raises(RunFailed):
+        result.check()
+    assert _result(exit_code=0).check().ok
+    assert not _result(exit_code=0, timed_out=True).ok
+
+
+def test_a_report_round_trips(tmp_path: Path) -> None:
+    report = RunReport(cwd="/w", sessions=["s"], calls=[CallPath("c", "echo", "root/0", msgspec.Raw(b'{"a":1}'))],
+                       cassettes=[CassetteCounts(kind="tool", mode="record", published=True)],
+                       errors=[ReportedError("X", "y")], notes=["n"], exitCode=1)
+    write_report(str(tmp_path / "r.json"), report)
+    back = read_report(str(tmp_path / "r.json"))
+    assert back is not None and back.calls[0].value == msgspec.Raw(b'{"a":1}') and back.exitCode == 1
+    assert os.listdir(tmp_path) == ["r.json"]
+    assert read_report(str(tmp_path / "missing.json")) is None
+
+
+def test_the_stderr_tail_of_an_uncaught_node_error_keeps_only_its_message() -> None:
+    stderr = "\n".join([
+        "file:///x/lib/index.js:1187", "\t\tthrow new Error(`${binName}: ${stage}`, { cause });", "\t\t      ^", "",
+        "Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
+        "cordis:include: ConfigFileError: failed to validate config file cordis.yml",
+        "    at Include.read (file:///x/lib/index.js:192:35)", "  [cause]: Error: dsh: 1 entry did not activate",
+        "}", "", "Node.js v24.19.0",
+    ])
+    assert _result(stderr=stderr).explain().splitlines()[1:] == [
+        "  stderr (last lines):",
+        "    Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
+        "    cordis:include: ConfigFileError: failed to validate config file cordis.yml",
+    ]
