@@ -33,6 +33,7 @@ from bridge.run import (
 )
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
+from python_core.model_cassette.cli import cli as model_cassette_cli
 from python_core.session_log import (
     SessionSummary,
     mock_statuses,
@@ -429,5 +430,6 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
 
 
 main.add_command(mock_cli, "mock")
+main.add_command(model_cassette_cli, "model-cassette")
 main.add_command(subagent_cassette_cli, "subagent-cassette")
 main.add_command(tool_cassette_cli, "tool-cassette")
