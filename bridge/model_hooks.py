@@ -26,24 +26,32 @@ __all__ = ["ModelHooks"]
 class ModelHooks:
     """Route ``llm/stream`` boundary events to the model cassette."""
 
-    def __init__(self, cassette: ModelCassette, trace: Trace) -> None:
+    def __init__(self, cassette: ModelCassette, trace: Trace, *, children_owned: bool = False) -> None:
         self.cassette = cassette
+        self.children_owned = children_owned
         self.trace = trace
         self.closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> ModelHooks:
+    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace,
+             children_owned: bool = False) -> ModelHooks:
         """Parse the ``modelCassette`` section and open the cassette.
+
+        ``children_owned``: a subagent cassette records or replays whole child runs, so calls
+        made by child agents (delegation depth above 0) pass through untouched.
 
         Raises:
             ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         config = parse_config(raw, cwd=cwd)
-        return cls(ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown"), trace)
+        cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown")
+        return cls(cassette, trace, children_owned=children_owned)
 
     def request(self, params: ModelRequestParams) -> ModelDecision:
         """Decide one ``stream()`` call."""
+        if params.depth > 0 and self.children_owned:
+            return ModelDecision(action="pass")
         try:
             decision = self.cassette.admit(params.request)
         except SidecarError as error:

@@ -294,10 +294,12 @@ class SubagentOutcomeParams(_Closed):
 class ModelRequestParams(_Closed):
     """``model/request``: one ``stream()`` call entering the ``llm/stream`` waterfall.
 
-    ``request`` is the call's ``GenerateOptions`` as JSON, without ``signal``.
+    ``request`` is the call's ``GenerateOptions`` as JSON, without ``signal``; ``depth`` is the
+    delegation depth of the agent driving the call (0: the root agent, or no agent).
     """
 
     request: dict[str, Any]
+    depth: int = 0
 
 
 class ModelDecision(_Closed):

@@ -143,7 +143,7 @@ class Sidecar:
         if config.model_cassette is not None:
             self.model = ModelHooks.open(
                 config.model_cassette, cwd=params.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
-                trace=self.trace,
+                trace=self.trace, children_owned=self.subagents is not None,
             )
             hooks.append("model")
         return InitializeResult(

@@ -19,10 +19,24 @@ function requestOf(options) {
   return plain(out)
 }
 
+/**
+ * Delegation depth of the agent driving this call (0 for the root agent or a call outside any
+ * agent): `agents.currentInitiator()` follows the async context into the waterfall.
+ * @param {any} ctx
+ */
+function depthOf(ctx) {
+  const header = ctx.get('agents')?.currentInitiator?.()?.session?.header
+  if (header === undefined) return 0
+  return Math.max(Number(header.delegationDepth ?? 0), header.origin === 'subagent' ? 1 : 0)
+}
+
 /** A terminal chunk carrying a named failure. @param {string} kind @param {any} error */
 function failed(kind, error) {
   const e = /** @type {any} */ (error)
-  return { type: 'finish', reason: { kind, failure: { message: String(e?.message ?? e), code: String(e?.code ?? 'SIDECAR_ERROR') } } }
+  const code = String(e?.code ?? 'SIDECAR_ERROR')
+  const message = String(e?.message ?? e)
+  // The host prints `<code>: <message>`; the sidecar's message already starts with its code.
+  return { type: 'finish', reason: { kind, failure: { code, message: message.startsWith(`${code}: `) ? message.slice(code.length + 2) : message } } }
 }
 
 /** Resolve `ms` after `t0`, or as soon as `signal` aborts. @param {number} ms @param {number} t0 @param {AbortSignal | undefined} signal */
@@ -38,15 +52,15 @@ function until(ms, t0, signal) {
 
 /**
  * One call through the cassette.
- * @param {Rpc} rpc @param {any} options @param {() => AsyncIterable<any>} next
+ * @param {Rpc} rpc @param {any} options @param {() => AsyncIterable<any>} next @param {number} depth
  * @returns {AsyncGenerator<any>}
  */
-async function* cassetteStream(rpc, options, next) {
+async function* cassetteStream(rpc, options, next, depth) {
   const t0 = performance.now()
   const signal = options.signal
   let decision
   try {
-    decision = await rpc.request('model/request', { request: requestOf(options) }, signal)
+    decision = await rpc.request('model/request', { request: requestOf(options), depth }, signal)
   } catch (error) {
     // Fail closed: a refusal or a dead sidecar never reaches the provider.
     yield failed(signal?.aborted ? 'aborted' : 'error', error)
@@ -90,5 +104,5 @@ async function* cassetteStream(rpc, options, next) {
 
 /** Front every provider route the cassette captures. @param {any} ctx @param {Rpc} rpc */
 export function installModelCassette(ctx, rpc) {
-  ctx.on('llm/stream', (/** @type {any} */ options, /** @type {() => AsyncIterable<any>} */ next) => cassetteStream(rpc, options, next))
+  ctx.on('llm/stream', (/** @type {any} */ options, /** @type {() => AsyncIterable<any>} */ next) => cassetteStream(rpc, options, next, depthOf(ctx)))
 }

@@ -11,7 +11,8 @@ The script is JSON: ``{"title": str, "conversations": [{"match": str, "replies":
 A request whose ``max_tokens`` is the title budget (64) gets ``title``. Any other request picks
 the first conversation whose ``match`` occurs in its first user message, and the reply indexed
 by the number of assistant messages already in it; a reply is ``{"text": str}`` or
-``{"tool_calls": [{"name": str, "arguments": object}]}`` (optionally with ``"reasoning"``).
+``{"tool_calls": [{"name": str, "arguments": object}]}`` (optionally with ``"reasoning"``), or
+``{"stall": true}`` (one content delta, then silence: a stream that never finishes).
 Each request appends one line (a JSON summary: path, model, auth header, kind) to a log file,
 so tests count provider requests and check what reached the provider.
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 SERVER = r"""
-import http.server, json, sys, uuid
+import http.server, json, sys, time, uuid
 
 script = json.loads(open(sys.argv[1]).read())
 log_file = sys.argv[2]
@@ -60,6 +61,9 @@ def events(reply):
             out["usage"] = usage
         return out
     yield chunk({"role": "assistant", "content": ""})
+    if reply.get("stall"):
+        yield chunk({"content": "thinking about it "})
+        time.sleep(600)
     if "reasoning" in reply:
         for part in reply["reasoning"].split(" "):
             yield chunk({"reasoning_content": part + " "})

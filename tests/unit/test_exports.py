@@ -42,8 +42,8 @@ def test_every_exported_name_exists() -> None:
 
 def test_run_api_exports() -> None:
     assert set(bridge.run.__all__) == {
-        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "RecordMode", "Row", "RunFailed",
-        "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
+        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
     }
     assert bridge.pytest_plugin.__all__ == ["DshRunner"]
     assert set(python_core.session_log.__all__) == {
