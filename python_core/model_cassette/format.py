@@ -29,7 +29,10 @@ __all__ = [
     "HeaderFrame",
     "chunk_facts",
     "decode_frame",
+    "encode",
+    "facts_of",
     "frame_hash",
+    "line_hash",
     "probe_header",
     "seal",
 ]
@@ -145,6 +148,38 @@ def chunk_facts(chunks: Raw | bytes) -> ChunkFacts:
         elif chunk.type == "block-end" and chunk.block is not None and chunk.block.type == "tool-call":
             calls += 1
     return ChunkFacts(len(decoded), finish, calls)
+
+
+def encode(frame: Frame) -> bytes:
+    """Return the canonical JSON of ``frame`` as written (no newline)."""
+    return _ENCODER.encode(frame)
+
+
+def facts_of(chunks: list[Any]) -> ChunkFacts | None:
+    """Summarize an already decoded chunk array; ``None`` if it is not an array of chunk objects."""
+    finish = "none"
+    calls = 0
+    for chunk in chunks:
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):
+            return None
+        kind = chunk["type"]
+        if kind == "finish":
+            reason = chunk.get("reason")
+            finish = reason["kind"] if isinstance(reason, dict) and isinstance(reason.get("kind"), str) else finish
+        elif kind == "block-end":
+            block = chunk.get("block")
+            calls += isinstance(block, dict) and block.get("type") == "tool-call"
+    return ChunkFacts(len(chunks), finish, calls)
+
+
+def line_hash(frame: Frame, line: bytes) -> str:
+    """The digest of ``frame`` without ``hash``, from its canonical ``line`` (``encode(frame)``).
+
+    Keys are sorted and ``hash`` is never the last one, so dropping its member from the line
+    gives exactly the bytes ``frame_hash`` would encode, without encoding again.
+    """
+    member = b'"hash":' + _ENCODER.encode(frame.hash) + b","
+    return digest_bytes(line.replace(member, b"", 1))
 
 
 def frame_hash(frame: Frame) -> str:

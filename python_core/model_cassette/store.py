@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Any
 
 import msgspec
 from msgspec import UNSET
 
-from python_core.canonical import is_canonical
+from python_core.canonical import NOT_CANONICAL, decode_canonical, is_canonical
 from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
 from python_core.model_cassette.format import (
     GENESIS,
@@ -24,13 +25,14 @@ from python_core.model_cassette.format import (
     CallFrame,
     Frame,
     HeaderFrame,
-    chunk_facts,
     decode_frame,
-    frame_hash,
+    encode,
+    facts_of,
+    line_hash,
     probe_header,
     seal,
 )
-from python_core.model_cassette.request import lane_of, parts_of
+from python_core.model_cassette.request import lane_of, parts_of_canonical
 
 __all__ = ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"]
 
@@ -182,7 +184,13 @@ class _Scanner:
         kind = type(frame).__struct_config__.tag
         assert isinstance(kind, str)
         ordinal = frame.ordinal if isinstance(frame, CallFrame) else None
-        if not is_canonical(body):
+        # Re-encoding the decoded frame reproduces a canonical line byte for byte (a duplicate
+        # key, an unsorted key, whitespace or a float all change it); the Raw payloads inside are
+        # checked on their own, so the frame's many hex digests never force the slow path.
+        chunks: Any = None
+        if isinstance(frame, CallFrame):
+            chunks = decode_canonical(bytes(frame.chunks))
+        if encode(frame) != body or chunks is NOT_CANONICAL:
             raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
         if frame.seq != self.frames:
             raise ModelCassetteInvalid(f"seq {frame.seq} where {self.frames} expected", line=number, kind=kind,
@@ -190,10 +198,10 @@ class _Scanner:
         if frame.prev != self.prev:
             raise ModelCassetteInvalid("prev does not match the previous frame's hash", line=number, kind=kind,
                                        ordinal=ordinal)
-        if frame.hash is UNSET or frame.hash != frame_hash(frame):
+        if frame.hash is UNSET or frame.hash != line_hash(frame, body):
             raise ModelCassetteInvalid("hash does not match the frame", line=number, kind=kind, ordinal=ordinal)
         try:
-            self._check(frame)
+            self._check(frame, chunks)
         except ValueError as exc:
             raise ModelCassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
         self.frames += 1
@@ -213,7 +221,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {VERSION})",
                                        line=1, kind="header")
 
-    def _check(self, frame: AnyFrame) -> None:
+    def _check(self, frame: AnyFrame, chunks: Any) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
@@ -223,7 +231,7 @@ class _Scanner:
         if self.header is None:
             raise ValueError("frame before the header")
         if isinstance(frame, CallFrame):
-            _check_call(frame, self.count, self.header)
+            _check_call(frame, chunks, self.count, self.header)
             seen = self.positions.setdefault(frame.lane, set())
             if frame.position in seen:
                 raise ValueError(f"position {frame.position} of lane {frame.lane} recorded twice")
@@ -249,7 +257,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"missing complete tail frame after line {self.frames}")
 
 
-def _check_call(frame: CallFrame, expected: int, header: HeaderFrame) -> None:
+def _check_call(frame: CallFrame, chunks: Any, expected: int, header: HeaderFrame) -> None:
     if frame.ordinal != expected:
         raise ValueError(f"ordinals not contiguous, {expected} expected")
     if frame.lane != lane_of(frame.request.purpose) or frame.position < 0:
@@ -258,15 +266,21 @@ def _check_call(frame: CallFrame, expected: int, header: HeaderFrame) -> None:
         raise ValueError("fingerprint does not match the request parts")
     if (frame.view is UNSET) != (header.requestView == "metadata"):
         raise ValueError(f"request view presence contradicts requestView {header.requestView}")
-    if frame.view is not UNSET and parts_of(msgspec.json.decode(frame.view)) != frame.request:
-        raise ValueError("request parts do not match the request view")
-    try:
-        facts = chunk_facts(frame.chunks)
-    except msgspec.DecodeError:
-        raise ValueError("chunks is not an array of chunk objects") from None
+    if frame.view is not UNSET:
+        if not is_canonical(bytes(frame.view)):
+            raise ValueError("request view is not canonical JSON")
+        try:
+            parts = parts_of_canonical(frame.view)
+        except msgspec.DecodeError:
+            raise ValueError("request view is not a request view") from None
+        if parts != frame.request:
+            raise ValueError("request parts do not match the request view")
+    facts = facts_of(chunks) if isinstance(chunks, list) else None
+    if facts is None:
+        raise ValueError("chunks is not an array of chunk objects")
     if facts.count != len(frame.atMs) or facts.count == 0:
         raise ValueError("chunk count and atMs count differ, or no chunks")
-    if any(b < a for a, b in zip(frame.atMs, frame.atMs[1:], strict=False)) or frame.atMs[0] < 0:
+    if frame.atMs[0] < 0 or list(frame.atMs) != sorted(frame.atMs):
         raise ValueError("atMs is not non-decreasing from 0")
     if (facts.finish, facts.tool_calls) != (frame.finish, frame.toolCalls):
         raise ValueError("finish or toolCalls does not match the chunks")
