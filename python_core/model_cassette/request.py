@@ -27,6 +27,7 @@ __all__ = [
     "MessageDigest",
     "RequestParts",
     "ToolDigest",
+    "checked_parts",
     "compare",
     "lane_of",
     "normalize",
@@ -161,7 +162,41 @@ def parts_of_canonical(view: bytes) -> RequestParts:
     Raises:
         msgspec.DecodeError: ``view`` is not a request view.
     """
+    return _parts(_SLICES.decode(view))
+
+
+def checked_parts(view: bytes) -> tuple[RequestParts, bool]:
+    """Digest ``view`` into its parts and tell whether ``view`` is exactly the canonical glue of
+    its slices (sorted ASCII keys, no whitespace).
+
+    Parts equal to a recorded ``RequestParts`` prove every slice is the recorded canonical
+    bytes; the glue check proves the rest, so a verifier needs no separate canonical pass.
+
+    Raises:
+        msgspec.DecodeError: ``view`` is not a request view.
+    """
     slices = _SLICES.decode(view)
+    members: list[tuple[bytes, bytes]] = [
+        (b"messages", b"[" + b",".join(slices.messages) + b"]"),
+        (b"model", _SORTED.encode(slices.model)),
+        (b"provider", _SORTED.encode(slices.provider)),
+        (b"tools", b"[" + b",".join(slices.tools) + b"]"),
+    ]
+    if slices.options:
+        names = sorted(slices.options)
+        if not all(name.isascii() for name in names):
+            return _parts(slices), False  # UTF-16 key order: leave it to the full canonical check
+        body = b",".join(_SORTED.encode(name) + b":" + slices.options[name] for name in names)
+        members.append((b"options", b"{" + body + b"}"))
+    if slices.purpose is not None:
+        members.append((b"purpose", _SORTED.encode(slices.purpose)))
+    if len(slices.system):
+        members.append((b"system", bytes(slices.system)))
+    glue = b"{" + b",".join(b'"' + key + b'":' + value for key, value in sorted(members)) + b"}"
+    return _parts(slices), glue == view
+
+
+def _parts(slices: _Slices) -> RequestParts:
     return RequestParts(
         provider=slices.provider,
         model=slices.model,

@@ -32,7 +32,7 @@ from python_core.model_cassette.format import (
     probe_header,
     seal,
 )
-from python_core.model_cassette.request import lane_of, parts_of_canonical
+from python_core.model_cassette.request import checked_parts, lane_of
 
 __all__ = ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"]
 
@@ -267,14 +267,15 @@ def _check_call(frame: CallFrame, chunks: Any, expected: int, header: HeaderFram
     if (frame.view is UNSET) != (header.requestView == "metadata"):
         raise ValueError(f"request view presence contradicts requestView {header.requestView}")
     if frame.view is not UNSET:
-        if not is_canonical(bytes(frame.view)):
-            raise ValueError("request view is not canonical JSON")
+        view = bytes(frame.view)
         try:
-            parts = parts_of_canonical(frame.view)
+            parts, glued = checked_parts(view)
         except msgspec.DecodeError:
             raise ValueError("request view is not a request view") from None
         if parts != frame.request:
             raise ValueError("request parts do not match the request view")
+        if not glued and not is_canonical(view):
+            raise ValueError("request view is not canonical JSON")
     facts = facts_of(chunks) if isinstance(chunks, list) else None
     if facts is None:
         raise ValueError("chunks is not an array of chunk objects")

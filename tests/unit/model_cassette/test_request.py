@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from python_core.model_cassette.request import RequestParts, compare, lane_of, normalize, parts_of
+from python_core.canonical import canonical_bytes, is_canonical
+from python_core.model_cassette.request import RequestParts, checked_parts, compare, lane_of, normalize, parts_of
 
 
 def _parts(kit: Any, **kw: Any) -> RequestParts:
@@ -56,3 +57,14 @@ def test_a_missing_message_is_counted(kit: Any) -> None:
     longer = _parts(kit, extra=[{"id": "x", "role": "assistant", "source": {"kind": "model"}, "content": []}])
 
     assert compare(longer, _parts(kit)) == ["1 messages, recorded 2 (first extra or missing at index 1)"]
+
+
+def test_the_canonical_glue_check_accepts_the_view_and_rejects_any_other_spelling(kit: Any) -> None:
+    view = canonical_bytes(normalize(kit.request(temperature=0.5, purpose="compaction"), cwd=kit.CWD))
+    parts, glued = checked_parts(view)
+
+    assert glued and parts == parts_of(normalize(kit.request(temperature=0.5, purpose="compaction"), cwd=kit.CWD))
+    spaced = view.replace(b'{"messages":', b'{ "messages":', 1)
+    assert spaced != view
+    assert checked_parts(spaced) == (parts, False)
+    assert not is_canonical(spaced)
