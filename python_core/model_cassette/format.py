@@ -30,7 +30,6 @@ __all__ = [
     "chunk_facts",
     "decode_frame",
     "encode",
-    "facts_of",
     "frame_hash",
     "line_hash",
     "probe_header",
@@ -153,23 +152,6 @@ def chunk_facts(chunks: Raw | bytes) -> ChunkFacts:
 def encode(frame: Frame) -> bytes:
     """Return the canonical JSON of ``frame`` as written (no newline)."""
     return _ENCODER.encode(frame)
-
-
-def facts_of(chunks: list[Any]) -> ChunkFacts | None:
-    """Summarize an already decoded chunk array; ``None`` if it is not an array of chunk objects."""
-    finish = "none"
-    calls = 0
-    for chunk in chunks:
-        if not isinstance(chunk, dict) or not isinstance(chunk.get("type"), str):
-            return None
-        kind = chunk["type"]
-        if kind == "finish":
-            reason = chunk.get("reason")
-            finish = reason["kind"] if isinstance(reason, dict) and isinstance(reason.get("kind"), str) else finish
-        elif kind == "block-end":
-            block = chunk.get("block")
-            calls += isinstance(block, dict) and block.get("type") == "tool-call"
-    return ChunkFacts(len(chunks), finish, calls)
 
 
 def line_hash(frame: Frame, line: bytes) -> str:

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any
 
 import msgspec
 from msgspec import UNSET
 
-from python_core.canonical import NOT_CANONICAL, decode_canonical, is_canonical
+from python_core.canonical import is_canonical
 from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
 from python_core.model_cassette.format import (
     GENESIS,
@@ -25,9 +24,9 @@ from python_core.model_cassette.format import (
     CallFrame,
     Frame,
     HeaderFrame,
+    chunk_facts,
     decode_frame,
     encode,
-    facts_of,
     line_hash,
     probe_header,
     seal,
@@ -187,10 +186,7 @@ class _Scanner:
         # Re-encoding the decoded frame reproduces a canonical line byte for byte (a duplicate
         # key, an unsorted key, whitespace or a float all change it); the Raw payloads inside are
         # checked on their own, so the frame's many hex digests never force the slow path.
-        chunks: Any = None
-        if isinstance(frame, CallFrame):
-            chunks = decode_canonical(bytes(frame.chunks))
-        if encode(frame) != body or chunks is NOT_CANONICAL:
+        if encode(frame) != body or (isinstance(frame, CallFrame) and not is_canonical(bytes(frame.chunks))):
             raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
         if frame.seq != self.frames:
             raise ModelCassetteInvalid(f"seq {frame.seq} where {self.frames} expected", line=number, kind=kind,
@@ -201,7 +197,7 @@ class _Scanner:
         if frame.hash is UNSET or frame.hash != line_hash(frame, body):
             raise ModelCassetteInvalid("hash does not match the frame", line=number, kind=kind, ordinal=ordinal)
         try:
-            self._check(frame, chunks)
+            self._check(frame)
         except ValueError as exc:
             raise ModelCassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
         self.frames += 1
@@ -221,7 +217,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {VERSION})",
                                        line=1, kind="header")
 
-    def _check(self, frame: AnyFrame, chunks: Any) -> None:
+    def _check(self, frame: AnyFrame) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
@@ -231,7 +227,7 @@ class _Scanner:
         if self.header is None:
             raise ValueError("frame before the header")
         if isinstance(frame, CallFrame):
-            _check_call(frame, chunks, self.count, self.header)
+            _check_call(frame, self.count, self.header)
             seen = self.positions.setdefault(frame.lane, set())
             if frame.position in seen:
                 raise ValueError(f"position {frame.position} of lane {frame.lane} recorded twice")
@@ -257,7 +253,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"missing complete tail frame after line {self.frames}")
 
 
-def _check_call(frame: CallFrame, chunks: Any, expected: int, header: HeaderFrame) -> None:
+def _check_call(frame: CallFrame, expected: int, header: HeaderFrame) -> None:
     if frame.ordinal != expected:
         raise ValueError(f"ordinals not contiguous, {expected} expected")
     if frame.lane != lane_of(frame.request.purpose) or frame.position < 0:
@@ -276,9 +272,10 @@ def _check_call(frame: CallFrame, chunks: Any, expected: int, header: HeaderFram
             raise ValueError("request parts do not match the request view")
         if not glued and not is_canonical(view):
             raise ValueError("request view is not canonical JSON")
-    facts = facts_of(chunks) if isinstance(chunks, list) else None
-    if facts is None:
-        raise ValueError("chunks is not an array of chunk objects")
+    try:
+        facts = chunk_facts(frame.chunks)
+    except msgspec.DecodeError:
+        raise ValueError("chunks is not an array of chunk objects") from None
     if facts.count != len(frame.atMs) or facts.count == 0:
         raise ValueError("chunk count and atMs count differ, or no chunks")
     if frame.atMs[0] < 0 or list(frame.atMs) != sorted(frame.atMs):
