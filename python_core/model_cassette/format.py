@@ -9,12 +9,12 @@ Chunks and the full request view stay ``msgspec.Raw`` holding canonical bytes.
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import digest_bytes
+from python_core.canonical import MAX_SAFE_INTEGER, digest_bytes, is_canonical
 from python_core.model_cassette.request import RequestParts
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "CompleteFrame",
     "Frame",
     "HeaderFrame",
+    "checked_chunks",
     "chunk_facts",
     "decode_frame",
     "encode",
@@ -152,6 +153,114 @@ def chunk_facts(chunks: Raw | bytes) -> ChunkFacts:
 def encode(frame: Frame) -> bytes:
     """Return the canonical JSON of ``frame`` as written (no newline)."""
     return _ENCODER.encode(frame)
+
+
+_SafeInt = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+
+
+class _Known(msgspec.Struct, tag_field="type", omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    """The chunk shapes rc.8 adapters emit, closed: anything else takes the generic check."""
+
+
+class _TextBlock(_Known, tag="text"):
+    text: str
+
+
+class _ReasoningBlock(_Known, tag="reasoning"):
+    text: str
+
+
+class _ToolCallBlock(_Known, tag="tool-call"):
+    id: str
+    name: str
+    arguments: str
+
+
+class _BlockStart(_Known, tag="block-start"):
+    index: _SafeInt
+    blockType: str
+
+
+class _TextDelta(_Known, tag="text-delta"):
+    index: _SafeInt
+    text: str
+
+
+class _ReasoningDelta(_Known, tag="reasoning-delta"):
+    index: _SafeInt
+    text: str
+
+
+class _ToolCallDelta(_Known, tag="tool-call-delta"):
+    index: _SafeInt
+    id: str
+    argumentsDelta: str
+    name: str | UnsetType = UNSET
+
+
+class _BlockEnd(_Known, tag="block-end"):
+    index: _SafeInt
+    block: _TextBlock | _ReasoningBlock | _ToolCallBlock
+
+
+class _Tokens(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    inputTokens: _SafeInt
+    outputTokens: _SafeInt
+    cacheReadTokens: _SafeInt | UnsetType = UNSET
+    cacheWriteTokens: _SafeInt | UnsetType = UNSET
+    reasoningTokens: _SafeInt | UnsetType = UNSET
+
+
+class _Usage(_Known, tag="usage"):
+    usage: _Tokens
+
+
+class _Failure(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    message: str
+    code: str
+    status: _SafeInt | UnsetType = UNSET
+    providerRetryAfterMs: _SafeInt | UnsetType = UNSET
+    requestId: str | UnsetType = UNSET
+
+
+class _FinishReason(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    kind: str
+    failure: _Failure | UnsetType = UNSET
+
+
+class _Finish(_Known, tag="finish"):
+    reason: _FinishReason
+
+
+_KNOWN_DECODER = msgspec.json.Decoder(
+    list[_BlockStart | _TextDelta | _ReasoningDelta | _ToolCallDelta | _BlockEnd | _Usage | _Finish]
+)
+
+
+def checked_chunks(chunks: bytes) -> tuple[ChunkFacts, bool]:
+    """Summarize a chunk array and tell whether it is canonical JSON.
+
+    Arrays of the known chunk shapes (closed Structs: no floats, safe integers, fixed ASCII
+    keys) are canonical exactly when msgspec's sorted re-encoding reproduces them, a C-speed
+    check; anything else (``replayState``, images, a new field) takes the generic check.
+
+    Raises:
+        msgspec.DecodeError: not an array of chunk objects with a ``type``.
+    """
+    try:
+        known = _KNOWN_DECODER.decode(chunks)
+    except msgspec.DecodeError:
+        known = None
+    if known is not None and _ENCODER.encode(known) == chunks:
+        finish = "none"
+        calls = 0
+        for chunk in known:
+            if isinstance(chunk, _Finish):
+                finish = chunk.reason.kind
+            elif isinstance(chunk, _BlockEnd) and isinstance(chunk.block, _ToolCallBlock):
+                calls += 1
+        return ChunkFacts(len(known), finish, calls), True
+    return chunk_facts(chunks), is_canonical(chunks)
 
 
 def line_hash(frame: Frame, line: bytes) -> str:

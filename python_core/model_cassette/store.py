@@ -22,9 +22,10 @@ from python_core.model_cassette.format import (
     VERSION,
     AnyFrame,
     CallFrame,
+    ChunkFacts,
     Frame,
     HeaderFrame,
-    chunk_facts,
+    checked_chunks,
     decode_frame,
     encode,
     line_hash,
@@ -186,7 +187,15 @@ class _Scanner:
         # Re-encoding the decoded frame reproduces a canonical line byte for byte (a duplicate
         # key, an unsorted key, whitespace or a float all change it); the Raw payloads inside are
         # checked on their own, so the frame's many hex digests never force the slow path.
-        if encode(frame) != body or (isinstance(frame, CallFrame) and not is_canonical(bytes(frame.chunks))):
+        facts: ChunkFacts | None = None
+        canonical = encode(frame) == body
+        if canonical and isinstance(frame, CallFrame):
+            try:
+                facts, canonical = checked_chunks(bytes(frame.chunks))
+            except msgspec.DecodeError:
+                raise ModelCassetteInvalid("chunks is not an array of chunk objects", line=number, kind=kind,
+                                           ordinal=ordinal) from None
+        if not canonical:
             raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
         if frame.seq != self.frames:
             raise ModelCassetteInvalid(f"seq {frame.seq} where {self.frames} expected", line=number, kind=kind,
@@ -197,7 +206,7 @@ class _Scanner:
         if frame.hash is UNSET or frame.hash != line_hash(frame, body):
             raise ModelCassetteInvalid("hash does not match the frame", line=number, kind=kind, ordinal=ordinal)
         try:
-            self._check(frame)
+            self._check(frame, facts)
         except ValueError as exc:
             raise ModelCassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
         self.frames += 1
@@ -217,7 +226,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {VERSION})",
                                        line=1, kind="header")
 
-    def _check(self, frame: AnyFrame) -> None:
+    def _check(self, frame: AnyFrame, facts: ChunkFacts | None) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
@@ -227,7 +236,8 @@ class _Scanner:
         if self.header is None:
             raise ValueError("frame before the header")
         if isinstance(frame, CallFrame):
-            _check_call(frame, self.count, self.header)
+            assert facts is not None
+            _check_call(frame, facts, self.count, self.header)
             seen = self.positions.setdefault(frame.lane, set())
             if frame.position in seen:
                 raise ValueError(f"position {frame.position} of lane {frame.lane} recorded twice")
@@ -253,7 +263,7 @@ class _Scanner:
             raise ModelCassetteInvalid(f"missing complete tail frame after line {self.frames}")
 
 
-def _check_call(frame: CallFrame, expected: int, header: HeaderFrame) -> None:
+def _check_call(frame: CallFrame, facts: ChunkFacts, expected: int, header: HeaderFrame) -> None:
     if frame.ordinal != expected:
         raise ValueError(f"ordinals not contiguous, {expected} expected")
     if frame.lane != lane_of(frame.request.purpose) or frame.position < 0:
@@ -272,10 +282,6 @@ def _check_call(frame: CallFrame, expected: int, header: HeaderFrame) -> None:
             raise ValueError("request parts do not match the request view")
         if not glued and not is_canonical(view):
             raise ValueError("request view is not canonical JSON")
-    try:
-        facts = chunk_facts(frame.chunks)
-    except msgspec.DecodeError:
-        raise ValueError("chunks is not an array of chunk objects") from None
     if facts.count != len(frame.atMs) or facts.count == 0:
         raise ValueError("chunk count and atMs count differ, or no chunks")
     if frame.atMs[0] < 0 or list(frame.atMs) != sorted(frame.atMs):
