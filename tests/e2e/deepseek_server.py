@@ -126,7 +126,9 @@ class DeepSeekServer:
         """Every request answered so far (a JSON summary each, the body included)."""
         if not self.log.exists():
             return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        # The server may be mid-write: only newline-terminated lines are complete records.
+        complete = self.log.read_text().split("\n")[:-1]
+        return [json.loads(line) for line in complete if line]
 
     @property
     def count(self) -> int:
