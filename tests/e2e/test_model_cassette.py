@@ -312,3 +312,37 @@ def test_the_pytest_fixture_records_a_model_cassette_once_then_replays_offline(t
     offline = pytest_run(dead_url(), _offline())
     assert offline.returncode == 0, offline.stdout[-3000:]
     assert "1 passed" in offline.stdout
+
+
+def test_record_mode_all_replaces_the_cassette_and_diff_names_the_changed_answer(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]], tmp_path: Path,
+) -> None:
+    work = _copy(recorded, tmp_path / "work")
+    old = tmp_path / "old.ndjson"
+    shutil.copyfile(work / "model.ndjson", old)
+    changed = json.loads(json.dumps(WEATHER_SCRIPT))
+    changed["conversations"][0]["replies"][1] = {"text": "Sunny and 21C in Paris today."}
+    with deepseek_server(tmp_path, changed) as provider, weather_service(tmp_path) as weather:
+        again = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=MODEL, record_mode="all",
+                    env=provider.env(CANARY))
+    assert again.ok, again.explain()
+    assert again.model_cassette is not None and again.model_cassette.published
+    assert sorted(p.name for p in work.iterdir() if p.name.startswith((".model", "model"))) == ["model.ndjson"]
+    same = _cli("diff", str(old), str(old))
+    assert (same.returncode, same.stdout) == (0, "equivalent: 3 calls, same requests and answers\n")
+    diff = _cli("diff", str(old), str(work / "model.ndjson"))
+    assert diff.returncode == 2
+    lines = diff.stdout.splitlines()
+    # The provider mints fresh tool-call ids: the first answer differs in its id only, so the
+    # second request differs at the assistant message carrying it, and the second answer differs.
+    assert lines[0] == "different: 3 difference(s)"
+    assert lines[1].startswith("  model#0: answer differs (6 vs 6 chunks, 1 vs 1 tool calls, finish tool-calls")
+    assert lines[2].startswith("  model#1: request ") and lines[2].endswith(": message 2 (assistant) differs")
+    assert lines[3].startswith("  model#1: answer differs (")
+    assert "Sunny" not in diff.stdout and "sunny" not in diff.stdout
+    # The new recording replays offline, paced as recorded.
+    paced = ModelCassette(file="model.ndjson", options={"timing": "recorded"})
+    with weather_service(tmp_path) as weather:
+        replay = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=paced, env=_offline())
+    assert replay.ok, replay.explain()
+    assert replay.final_text == "Sunny and 21C in Paris today."
