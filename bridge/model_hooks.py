@@ -9,7 +9,6 @@ A refusal is an error answer; the shim turns it into a terminal ``finish`` of ki
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,7 +54,7 @@ class ModelHooks:
         try:
             decision = self.cassette.admit(params.request)
         except SidecarError as error:
-            sys.stderr.write(f"dsh-sidecar: {error}\n")
+            # The host prints the refusal as the turn's error and shutdown lists it: no third copy.
             self.trace.write("model/request", action="refuse", error=error.code)
             raise
         if isinstance(decision, Pass):

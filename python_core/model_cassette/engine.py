@@ -19,7 +19,7 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from python_core.canonical import canonical_bytes
-from python_core.errors import SidecarError
+from python_core.errors import ProtocolError, SidecarError
 from python_core.model_cassette.config import ModelCassetteConfig
 from python_core.model_cassette.errors import (
     ModelCassetteMismatch,
@@ -176,11 +176,11 @@ class ModelCassette:
 
         Raises:
             ModelCassetteIOError: the frame could not be written (the recording stays partial).
-            KeyError: ``handle`` is not an open forwarded call.
+            ProtocolError: ``handle`` is not an open forwarded call.
         """
-        pending = self._pending.pop(handle)
-        if self._recorder is None:
-            raise KeyError(handle)
+        pending = self._pending.pop(handle, None)
+        if pending is None or self._recorder is None:
+            raise ProtocolError(f"model/recorded for handle {handle}, which is not an open recorded call")
         where = f"model call {pending.lane}#{pending.position}"
         if not complete:
             self._incomplete = self._incomplete or f"{where} did not finish"

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from python_core.errors import ProtocolError
 from python_core.model_cassette import Forward, ModelCassette, Pass, Serve
 from python_core.model_cassette.errors import (
     ModelCassetteExists,
@@ -120,3 +121,10 @@ def test_record_keeps_the_view_only_when_asked(kit: Any, make_cassette: Callable
 
     assert '"view"' not in meta and "hunter2" in meta  # the answer chunks are the recording itself
     assert '"view"' in full and kit.CWD not in full and "<cwd>" in full
+
+
+def test_a_report_for_an_unknown_handle_is_a_protocol_error(kit: Any, tmp_path: Path) -> None:
+    cassette = ModelCassette.open(kit.config(tmp_path / "m.ndjson"), cwd=kit.CWD, host_version="x")
+
+    with pytest.raises(ProtocolError, match="handle 9, which is not an open recorded call"):
+        cassette.recorded(9, msgspec.Raw(kit.text_chunks()), [0.0] * 5, complete=True)
