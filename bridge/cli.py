@@ -25,6 +25,7 @@ from bridge.install import PACKAGE, install_package, install_plugin
 from bridge.run import (
     RECORD_MODES,
     HostNotFound,
+    ModelCassette,
     RecordMode,
     SubagentCassette,
     ToolCassette,
@@ -34,6 +35,7 @@ from bridge.run import (
 )
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
+from python_core.model_cassette.cli import cli as model_cassette_cli
 from python_core.session_log import (
     SessionSummary,
     mock_statuses,
@@ -278,6 +280,7 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--tool-cassette", "tool_file", default=None, help="Tool cassette file (relative to --cwd).")
 @click.option("--include", "include", multiple=True, help="Tool name or `*` pattern the tool cassette selects.")
 @click.option("--subagent-cassette", "subagent_file", default=None, help="Subagent cassette file (transparent).")
+@click.option("--model-cassette", "model_file", default=None, help="Model cassette file (every provider call).")
 @click.option("--script", default=None, help="Canonical mock script to /mock replay (instead of TASK).")
 @click.option("--overwrite-wait-time-ms", "wait_ms", type=click.IntRange(min=0), default=None,
               help="With --script: replace every wait.")
@@ -289,8 +292,8 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
-    script: str | None, wait_ms: int | None, record_mode: RecordMode, patches: tuple[str, ...], cwd: str | None,
-    timeout: float, as_json: bool,
+    model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
+    patches: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -303,14 +306,15 @@ def run_command(
     if (tool_file is None) != (not include):
         raise click.UsageError("--tool-cassette and --include go together")
     # Paths on the command line are relative to the shell's directory, as everywhere else.
-    tool_file, subagent_file, script = (
-        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, script)
+    tool_file, subagent_file, model_file, script = (
+        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, model_file, script)
     )
     try:
         result = run(
             task, script=script, overwrite_wait_time_ms=wait_ms,
             tool_cassette=None if tool_file is None else ToolCassette(file=tool_file, include=list(include)),
             subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
+            model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`",
         )
@@ -321,7 +325,7 @@ def run_command(
     else:
         click.echo(result.stdout, nl=False)
         click.echo(result.stderr, nl=False, err=True)
-        for summary in (result.tool_cassette, result.subagent_cassette):
+        for summary in (result.tool_cassette, result.subagent_cassette, result.model_cassette):
             if summary is not None and summary.mode == "record":
                 state = "published" if summary.published else "NOT published (old cassette untouched)"
                 click.echo(f"dsh-sidecar run: {summary.kind} cassette {summary.file} {state}", err=True)
@@ -434,5 +438,6 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
 
 
 main.add_command(mock_cli, "mock")
+main.add_command(model_cassette_cli, "model-cassette")
 main.add_command(subagent_cassette_cli, "subagent-cassette")
 main.add_command(tool_cassette_cli, "tool-cassette")

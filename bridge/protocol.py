@@ -33,6 +33,9 @@ __all__ = [
     "Method",
     "MockCommandParams",
     "MockCommandResult",
+    "ModelDecision",
+    "ModelRecordedParams",
+    "ModelRequestParams",
     "PostExecuteDecision",
     "PostExecuteParams",
     "PreStepParams",
@@ -81,7 +84,7 @@ class InitializeResult(_Closed):
     """The hooks the shim must install; nothing else is installed."""
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm", "subagent"]]
+    hooks: list[Literal["tools", "llm", "subagent", "model"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
 
@@ -288,6 +291,37 @@ class SubagentOutcomeParams(_Closed):
     outcome: RunOutcome
 
 
+class ModelRequestParams(_Closed):
+    """``model/request``: one ``stream()`` call entering the ``llm/stream`` waterfall.
+
+    ``request`` is the call's ``GenerateOptions`` as JSON, without ``signal``; ``depth`` is the
+    delegation depth of the agent driving the call (0: the root agent, or no agent).
+    """
+
+    request: dict[str, Any]
+    depth: int = 0
+
+
+class ModelDecision(_Closed):
+    """``pass`` (call ``next()`` untouched), ``forward`` (call ``next()``, report the chunks under
+    ``handle``) or ``replay`` (yield ``chunks``, each at ``atMs`` after the call's start if set).
+    """
+
+    action: Literal["pass", "forward", "replay"]
+    handle: int = 0
+    chunks: msgspec.Raw | None = None
+    atMs: list[int] | None = None
+
+
+class ModelRecordedParams(_Closed):
+    """``model/recorded``: a forwarded call ended; ``complete`` is false when it never finished."""
+
+    handle: int
+    chunks: msgspec.Raw
+    atMs: list[float]
+    complete: bool
+
+
 class Empty(_Closed):
     """An empty result."""
 
@@ -317,4 +351,6 @@ METHODS: dict[str, Method] = {
     "subagent/published": Method(SubagentPublishedParams, None),
     "subagent/outcome": Method(SubagentOutcomeParams, Empty),
     "mock/cancel": Method(CancelParams, CancelResult),
+    "model/request": Method(ModelRequestParams, ModelDecision),
+    "model/recorded": Method(ModelRecordedParams, Empty),
 }

@@ -5,7 +5,7 @@
         assert result.result("weather_lookup").output == "Paris: sunny, 21C"
 
 Cassettes live next to the test file, ``cassettes/<module>/<test>.tools.ndjson`` (and
-``.subagents.jsonl``; a test's second run adds ``-2``), or where ``@pytest.mark.dsh(cassette=...)``
+``.subagents.jsonl``, ``.model.ndjson``; a test's second run adds ``-2``), or where ``@pytest.mark.dsh(cassette=...)``
 says. ``--dsh-record-mode`` is ``none`` by default, as in pytest-recording, so CI never records
 by accident; a marker's ``record_mode`` applies when the option is not given. A failed run fails
 the test with the run's named errors, cassette counts, stderr tail and the command to re-record.
@@ -30,6 +30,7 @@ from bridge.run import (
     RECORD_MODES,
     CassetteMissing,
     HostNotFound,
+    ModelCassette,
     RecordMode,
     Row,
     RunResult,
@@ -115,7 +116,7 @@ class DshRunner:
     def cassette(self, kind: str, index: int | None = None) -> Path:
         """The cassette path of this test's run ``index`` (1-based; default: the next run)."""
         n = len(self.runs) + 1 if index is None else index
-        suffix = {"tools": ".tools.ndjson", "subagents": ".subagents.jsonl"}[kind]
+        suffix = {"tools": ".tools.ndjson", "subagents": ".subagents.jsonl", "model": ".model.ndjson"}[kind]
         return self.base.with_name(self.base.name + ("" if n == 1 else f"-{n}") + suffix)
 
     def run(
@@ -128,12 +129,14 @@ class DshRunner:
         tool_cassette: ToolCassette | None = None,
         subagent_cassette: SubagentCassette | None = None,
         record_mode: RecordMode | None = None,
+        model: bool | ModelCassette = False,
         rows: Sequence[Row] = (),
         patches: Sequence[str | os.PathLike[str]] = (),
         check: bool = True,
         **options: Any,
     ) -> RunResult:
-        """Run one turn; ``tools`` selects a tool cassette, ``subagents`` a subagent cassette.
+        """Run one turn; ``tools`` selects a tool cassette, ``subagents`` a subagent cassette,
+        ``model`` a model cassette (``True``, or a ``ModelCassette`` whose ``options`` are kept).
 
         ``tool_cassette`` / ``subagent_cassette`` name a cassette explicitly instead (relative files
         resolve against the run's cwd), e.g. to record and replay one file within a test;
@@ -150,13 +153,18 @@ class DshRunner:
                 else SubagentCassette(file=file, provider=subagents.provider, options=subagents.options,
                                       one_shot=subagents.one_shot)
             )
+        model_cassette = None
+        if model:
+            model_cassette = ModelCassette(
+                file=str(self.cassette("model")), options={} if model is True else dict(model.options),
+            )
         options.setdefault("cwd", self.cwd)
         missing: str | None = None
         try:
             result = run(
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
-                record_mode=record_mode or self.record_mode, rows=rows, patches=[*self.patches, *patches],
-                host=self.host,
+                model_cassette=model_cassette, record_mode=record_mode or self.record_mode, rows=rows,
+                patches=[*self.patches, *patches], host=self.host,
                 record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
             )
         except CassetteMissing as exc:
@@ -181,7 +189,8 @@ def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path) -> It
 
 def _run_line(result: RunResult) -> str:
     cassettes = ", ".join(
-        f"{s.kind} {s.mode} {s.file}" for s in (result.tool_cassette, result.subagent_cassette) if s is not None
+        f"{s.kind} {s.mode} {s.file}"
+        for s in (result.tool_cassette, result.subagent_cassette, result.model_cassette) if s is not None
     )
     return f"exit {result.exit_code} in {result.duration_ms} ms: {result.task[:70]}" + (
         f" [{cassettes}]" if cassettes else ""

@@ -57,6 +57,7 @@ __all__ = [
     "CassetteSummary",
     "Diagnostic",
     "HostNotFound",
+    "ModelCassette",
     "RecordMode",
     "Row",
     "RunFailed",
@@ -125,6 +126,17 @@ class SubagentCassette(msgspec.Struct, frozen=True, kw_only=True):
     one_shot: bool = True
 
 
+class ModelCassette(msgspec.Struct, frozen=True, kw_only=True):
+    """A model cassette for one run: every provider ``stream()`` call recorded or replayed.
+
+    ``options`` are the other ``modelCassette`` row keys (``requestView``, ``timing``,
+    ``providers``; see docs/model-cassette-format.md).
+    """
+
+    file: str
+    options: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
 class Row(msgspec.Struct, frozen=True):
     """A profile row to enable for the run (an id-targeted patch: ``config`` replaces the row's)."""
 
@@ -160,7 +172,7 @@ class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
 class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     """What one cassette did in the run; ``published`` is true only for a complete recording."""
 
-    kind: Literal["tool", "subagent"]
+    kind: Literal["tool", "subagent", "model"]
     file: str
     record_mode: RecordMode
     mode: Literal["record", "replay"]
@@ -196,6 +208,7 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     tool_cassette: CassetteSummary | None
     subagent_cassette: CassetteSummary | None
     errors: list[Diagnostic]
+    model_cassette: CassetteSummary | None = None
     session_id: str | None
     session_path: str | None
     child_session_ids: list[str]
@@ -230,14 +243,15 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         head = "timed out" if self.timed_out else f"exited {self.exit_code}"
         lines = [f"dsh run {head}: {self.task[:80]}"]
         lines += [f"  {e.code}: {e.message}" for e in self.errors[:4]]
-        for summary in (self.tool_cassette, self.subagent_cassette):
+        for summary in (self.tool_cassette, self.subagent_cassette, self.model_cassette):
             if summary is not None:
                 lines.append("  " + _summary_line(summary))
         tail = _stderr_tail(self.stderr, known=[e.message for e in self.errors])
         if tail:
             lines.append("  stderr (last lines):")
             lines += [f"    {line}" for line in tail]
-        if rerecord and any(s is not None and s.mode == "replay" for s in (self.tool_cassette, self.subagent_cassette)):
+        cassettes = (self.tool_cassette, self.subagent_cassette, self.model_cassette)
+        if rerecord and any(s is not None and s.mode == "replay" for s in cassettes):
             lines.append(f"  to re-record: {rerecord}")
         return "\n".join(lines)
 
@@ -267,8 +281,11 @@ def _summary_line(s: CassetteSummary) -> str:
         counts = f"{s.selected} selected, {s.recorded} recorded, published: {'yes' if s.published else 'no'}"
     else:
         counts = f"{s.selected} selected, {s.consumed} consumed, {s.unconsumed} unconsumed"
-        counts += f", poisoned: {'yes' if s.poisoned else 'no'}" if s.kind == "tool" else f", {s.missed} missed"
+        counts += f", poisoned: {'yes' if s.poisoned else 'no'}" if s.kind != "subagent" else f", {s.missed} missed"
     return f"{s.kind} cassette {s.file} ({s.mode}, record mode {s.record_mode}): {counts}"
+
+
+_SUMMARY_PREFIXES = ("tool cassette ", "subagent cassette ", "model cassette ")
 
 
 def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
@@ -279,7 +296,7 @@ def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
         for prefix in ("dsh-sidecar: ", "dsh: "):
             line = line.removeprefix(prefix)
         if (
-            not line or _NODE_NOISE.match(line) or line.startswith(("tool cassette ", "subagent cassette "))
+            not line or _NODE_NOISE.match(line) or line.startswith(_SUMMARY_PREFIXES)
             or any(k and k in line for k in known) or line in seen
         ):
             continue
@@ -319,7 +336,7 @@ def find_host(start: str | os.PathLike[str] | None = None) -> HostEnv:
 class _Plan(msgspec.Struct, kw_only=True):
     """How one cassette takes part in a run."""
 
-    kind: Literal["tool", "subagent"]
+    kind: Literal["tool", "subagent", "model"]
     target: Path
     name: str
     mode: Literal["record", "replay"]
@@ -327,8 +344,9 @@ class _Plan(msgspec.Struct, kw_only=True):
     record_mode: RecordMode
 
 
-def _plan(kind: Literal["tool", "subagent"], file: str, cwd: Path, record_mode: RecordMode, hint: str) -> _Plan:
-    field = "toolCassette.file" if kind == "tool" else "subagentCassette.file"
+def _plan(kind: Literal["tool", "subagent", "model"], file: str, cwd: Path, record_mode: RecordMode,
+          hint: str) -> _Plan:
+    field = f"{kind}Cassette.file"
     target = (cwd / file) if not os.path.isabs(file) else Path(file)
     name = os.path.basename(file) or file
     if target.exists() and not target.is_file():
@@ -480,6 +498,7 @@ def run(
     overwrite_wait_time_ms: int | None = None,
     tool_cassette: ToolCassette | None = None,
     subagent_cassette: SubagentCassette | None = None,
+    model_cassette: ModelCassette | None = None,
     record_mode: RecordMode = "none",
     rows: Sequence[Row] = (),
     patches: Sequence[str | os.PathLike[str]] = (),
@@ -498,7 +517,8 @@ def run(
         task: the task text (``/mock run ...`` for a scripted turn); exclusive with ``script``.
         script: a canonical mock script (path relative to ``cwd``, mapping or ``Script``) to
             ``/mock replay``; ``overwrite_wait_time_ms`` replaces its waits.
-        tool_cassette, subagent_cassette: cassettes; relative files resolve against ``cwd``.
+        tool_cassette, subagent_cassette, model_cassette: cassettes; relative files resolve
+            against ``cwd``.
         record_mode: ``none`` (replay only), ``once`` (record a missing cassette), ``all``
             (re-record; the old cassette is replaced only by a complete recording).
         rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files,
@@ -536,6 +556,10 @@ def run(
             **subagent_cassette.options, "mode": plan.mode, "file": str(plan.write_to),
             "provider": subagent_cassette.provider,
         }
+    if model_cassette is not None:
+        plan = _plan("model", model_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["modelCassette"] = {**model_cassette.options, "mode": plan.mode, "file": str(plan.write_to)}
     if mock is not None:
         sidecar["mock"] = dict(mock)
     if trace is not None:
@@ -606,5 +630,6 @@ def _result(host: HostEnv, task: str, report: RunReport | None, code: int, out: 
         exit_code=code, timed_out=timed_out, duration_ms=duration_ms, task=task, stdout=out, stderr=err,
         final_text=final_text(events) or out.strip(), tool_calls=calls, tool_results=results,
         mock=mock_statuses(events), tool_cassette=summaries.get("tool"), subagent_cassette=summaries.get("subagent"),
-        errors=errors, session_id=session_id, session_path=path, child_session_ids=children, events=events,
+        model_cassette=summaries.get("model"), errors=errors,
+        session_id=session_id, session_path=path, child_session_ids=children, events=events,
     )

@@ -12,6 +12,7 @@ import sys
 from msgspec import UNSET, Raw
 
 from bridge.mock_driver import MockDriver
+from bridge.model_hooks import ModelHooks
 from bridge.protocol import (
     PROTOCOL_VERSION,
     CancelParams,
@@ -25,6 +26,9 @@ from bridge.protocol import (
     LlmStreamParams,
     MockCommandParams,
     MockCommandResult,
+    ModelDecision,
+    ModelRecordedParams,
+    ModelRequestParams,
     PostExecuteDecision,
     PostExecuteParams,
     PreStepParams,
@@ -73,6 +77,7 @@ class Sidecar:
         self.tools: ToolHooks | None = None
         self.mock: MockDriver | None = None
         self.subagents: SubagentHooks | None = None
+        self.model: ModelHooks | None = None
         self.startup_errors: list[SidecarError] = []
         # The run report's inputs, kept only when a report is configured.
         self._sessions: dict[str, None] = {}
@@ -101,6 +106,8 @@ class Sidecar:
             "subagent/start": self.subagent_start,
             "subagent/published": self.subagent_published,
             "subagent/outcome": self.subagent_outcome,
+            "model/request": self.model_request,
+            "model/recorded": self.model_recorded,
         }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
@@ -135,6 +142,12 @@ class Sidecar:
                 # Replay serves the child from the file; record captures the live child so the
                 # same script can replay it later. Without a subagent cassette it stays refused.
                 self.mock.replayed_delegation = REPLAYED_DELEGATION
+        if config.model_cassette is not None:
+            self.model = ModelHooks.open(
+                config.model_cassette, cwd=params.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
+                trace=self.trace, children_owned=self.subagents is not None,
+            )
+            hooks.append("model")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
@@ -153,6 +166,10 @@ class Sidecar:
             subagent_errors, subagent_notes = self.subagents.close()
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
+        if self.model is not None:
+            model_errors, model_notes = self.model.close()
+            errors.extend(model_errors)
+            notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         result = ShutdownResult(exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes)
@@ -176,6 +193,13 @@ class Sidecar:
                 kind="subagent", mode=a.mode, selected=a.started, recorded=a.recorded, consumed=a.replayed,
                 unconsumed=a.unconsumed, missed=a.missed,
                 published=a.mode == "record" and a.recorded > 0 and not subagent_report.errors,
+            ))
+        model_report = None if self.model is None else self.model.closed
+        if model_report is not None:
+            m = model_report.stats
+            cassettes.append(CassetteCounts(
+                kind="model", mode=m.mode, selected=m.admitted, recorded=m.recorded, consumed=m.consumed,
+                unconsumed=m.unconsumed, poisoned=m.poisoned, published=model_report.published,
             ))
         return RunReport(
             cwd=self.config.cwd if self.config is not None else "", sessions=list(self._sessions),
@@ -243,6 +267,20 @@ class Sidecar:
     def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
         """``subagent/outcome``: a forwarded run settled."""
         self._subagents().outcome(params)
+        return Empty()
+
+    def _model(self) -> ModelHooks:
+        if self.model is None:
+            raise NotInitialized
+        return self.model
+
+    def model_request(self, params: ModelRequestParams) -> ModelDecision:
+        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
+        return self._model().request(params)
+
+    def model_recorded(self, params: ModelRecordedParams) -> Empty:
+        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
+        self._model().recorded(params)
         return Empty()
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:

@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import z from '@deepseek-ai/schemastery'
 import { installMockRoute } from './mock.js'
+import { installModelCassette } from './model.js'
 import { Rpc, SidecarUnavailable, plain } from './rpc.js'
 import { installSubagentProvider } from './subagent.js'
 import { installToolHooks } from './tools.js'
@@ -34,6 +35,7 @@ export const Config = z.object({
   toolCassette: z.any(),
   mock: z.any(),
   subagentCassette: z.any(),
+  modelCassette: z.any(),
 })
 
 /** @param {string} pkg */
@@ -137,6 +139,7 @@ export async function apply(ctx, config) {
   const hooks = new Set(reply.hooks)
   if (hooks.has('tools')) installToolHooks(ctx, live)
   if (hooks.has('llm')) installMockRoute(ctx, live)
+  if (hooks.has('model')) installModelCassette(ctx, live)
   if (hooks.has('subagent')) {
     ctx.inject(['subagents'], (/** @type {any} */ sctx) => installSubagentProvider(sctx, live, reply.subagent))
   }

@@ -1,8 +1,9 @@
 """The plugin row's config, parsed once at ``initialize`` into a frozen value.
 
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
-``trace``, ``report``. Each feature section is parsed by its own package; an unknown key anywhere is a
-``ConfigError`` naming the field, so a typo fails the DSH boot instead of being ignored.
+``modelCassette``, ``trace``, ``report``. Each feature section is parsed by its own package; an
+unknown key anywhere is a ``ConfigError`` naming the field, so a typo fails the DSH boot instead
+of being ignored.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from python_core.tool_cassette.config import parse_config as parse_tool_cassette
 
 __all__ = ["MockConfig", "SidecarConfig", "parse_sidecar_config"]
 
-_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "trace", "report")
+_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class SidecarConfig:
     tool_cassette: ToolCassetteConfig | None = None
     mock: MockConfig = MockConfig()
     subagent_cassette: Mapping[str, Any] | None = None
+    model_cassette: Mapping[str, Any] | None = None
+    """Parsed by ``python_core.model_cassette`` when the sidecar opens it."""
     trace: str | None = None
     report: str | None = None
     """Where the run report goes at shutdown (written by the run API's runs)."""
@@ -89,11 +92,15 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     subagent = raw.get("subagentCassette")
     if subagent is not None and not isinstance(subagent, dict):
         raise ConfigError("subagentCassette", "must be an object")
+    model = raw.get("modelCassette")
+    if model is not None and not isinstance(model, dict):
+        raise ConfigError("modelCassette", "must be an object")
     return SidecarConfig(
         cwd=cwd,
         tool_cassette=None if tool_cassette is None else parse_tool_cassette(tool_cassette, cwd=cwd),
         mock=_parse_mock(raw.get("mock")),
         subagent_cassette=subagent,
+        model_cassette=model,
         trace=None if trace is None else os.path.join(cwd, trace),
         report=None if report is None else os.path.join(cwd, report),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import bridge.pytest_plugin
 import bridge.run
 import python_core.mock
+import python_core.model_cassette
 import python_core.session_log
 import python_core.subagent_cassette
 import python_core.tool_cassette
@@ -25,16 +26,24 @@ def test_subagent_cassette_exports() -> None:
     }
 
 
+def test_model_cassette_exports() -> None:
+    assert set(python_core.model_cassette.__all__) == {
+        "CloseReport", "Forward", "ModelCassette", "ModelCassetteConfig", "ModelStats", "Pass", "Serve",
+        "VerifyReport", "load", "parse_config", "verify_file",
+    }
+
+
 def test_every_exported_name_exists() -> None:
-    for module in (python_core.tool_cassette, python_core.mock, python_core.subagent_cassette):
+    for module in (python_core.tool_cassette, python_core.mock, python_core.subagent_cassette,
+                   python_core.model_cassette):
         for name in module.__all__:
             assert hasattr(module, name), f"{module.__name__}.{name}"
 
 
 def test_run_api_exports() -> None:
     assert set(bridge.run.__all__) == {
-        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "RecordMode", "Row", "RunFailed",
-        "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
+        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
     }
     assert bridge.pytest_plugin.__all__ == ["DshRunner"]
     assert set(python_core.session_log.__all__) == {

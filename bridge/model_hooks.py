@@ -1,0 +1,86 @@
+"""Model cassette hooks: the wire side of the model cassette.
+
+The shim listens on rc.8's ``llm/stream`` waterfall (the public interception point around every
+provider ``stream()`` call) and asks ``model/request``: ``pass`` (route not captured),
+``forward`` (record: the shim streams ``next()`` and reports ``model/recorded``) or ``replay``
+(the shim yields the recorded chunks; ``next()`` is never called, so no provider request).
+A refusal is an error answer; the shim turns it into a terminal ``finish`` of kind ``error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from bridge.protocol import ModelDecision, ModelRecordedParams, ModelRequestParams
+from bridge.trace import Trace
+from python_core.errors import SidecarError
+from python_core.model_cassette import CloseReport, Forward, ModelCassette, Pass, parse_config
+
+__all__ = ["ModelHooks"]
+
+
+class ModelHooks:
+    """Route ``llm/stream`` boundary events to the model cassette."""
+
+    def __init__(self, cassette: ModelCassette, trace: Trace, *, children_owned: bool = False) -> None:
+        self.cassette = cassette
+        self.children_owned = children_owned
+        self.trace = trace
+        self.closed: CloseReport | None = None
+
+    @classmethod
+    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace,
+             children_owned: bool = False) -> ModelHooks:
+        """Parse the ``modelCassette`` section and open the cassette.
+
+        ``children_owned``: a subagent cassette records or replays whole child runs, so calls
+        made by child agents (delegation depth above 0) pass through untouched.
+
+        Raises:
+            ConfigError: the section is invalid (names the field).
+            SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
+        """
+        config = parse_config(raw, cwd=cwd)
+        cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown")
+        return cls(cassette, trace, children_owned=children_owned)
+
+    def request(self, params: ModelRequestParams) -> ModelDecision:
+        """Decide one ``stream()`` call."""
+        if params.depth > 0 and self.children_owned:
+            return ModelDecision(action="pass")
+        try:
+            decision = self.cassette.admit(params.request)
+        except SidecarError as error:
+            # The host prints the refusal as the turn's error and shutdown lists it: no third copy.
+            self.trace.write("model/request", action="refuse", error=error.code)
+            raise
+        if isinstance(decision, Pass):
+            return ModelDecision(action="pass")
+        if isinstance(decision, Forward):
+            self.trace.write("model/request", action="forward", handle=decision.handle)
+            return ModelDecision(action="forward", handle=decision.handle)
+        self.trace.write("model/request", action="replay", handle=decision.handle)
+        return ModelDecision(
+            action="replay", handle=decision.handle, chunks=decision.chunks,
+            atMs=None if decision.at_ms is None else list(decision.at_ms),
+        )
+
+    def recorded(self, params: ModelRecordedParams) -> None:
+        """A forwarded call ended: append it (fsync-ed before this returns)."""
+        self.cassette.recorded(params.handle, msgspec.Raw(params.chunks), params.atMs, complete=params.complete)
+        self.trace.write("model/recorded", handle=params.handle, complete=params.complete)
+
+    def close(self) -> tuple[list[SidecarError], list[str]]:
+        """Close the cassette; return its errors and a summary line."""
+        report = self.closed = self.cassette.close()
+        s = report.stats
+        if s.mode == "record":
+            published = "yes" if report.published else "no"
+            note = f"model cassette record: {s.recorded} calls recorded, published: {published}"
+        else:
+            note = (f"model cassette replay: {s.admitted} calls, {s.consumed} consumed, {s.unconsumed} unconsumed, "
+                    f"poisoned: {'yes' if s.poisoned else 'no'}")
+        return list(report.errors), [note]

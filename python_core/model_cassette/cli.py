@@ -1,0 +1,139 @@
+"""``dsh-sidecar model-cassette``: verify, inspect and diff model cassettes.
+
+Rule: parse, call the store, print. Output names structural facts only (line, frame kind, lane
+and position, provider/model route, fingerprints, counts, finish kinds, message indexes, tool
+and option names), never prompt or answer text or the absolute path. Exit codes: ``verify`` and
+``inspect`` 0 valid, 1 invalid, 2 usage or I/O; ``diff`` 0 equivalent, 2 different, 1 unreadable.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+import msgspec
+
+from python_core.canonical import digest_bytes
+from python_core.errors import SidecarError
+from python_core.model_cassette.errors import short
+from python_core.model_cassette.format import PROTOCOL, CallFrame
+from python_core.model_cassette.request import compare
+from python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
+
+__all__ = ["cli", "diff_cassettes"]
+
+
+def _verify_or_exit(file: str) -> VerifyReport:
+    try:
+        return verify_file(file)
+    except SidecarError as error:
+        click.echo(str(error), err=True)
+        raise SystemExit(error.exit_code) from None
+
+
+@click.group()
+def cli() -> None:
+    """Verify, inspect and diff dsh model cassettes."""
+
+
+@cli.command()
+@click.argument("file")
+def verify(file: str) -> None:
+    """Check protocol, hash chain, fingerprints, chunk summaries, lane positions and tail of FILE."""
+    report = _verify_or_exit(file)
+    if report.error is not None:
+        click.echo(str(report.error))
+        raise SystemExit(1)
+    lanes = ", ".join(f"{lane} {count}" for lane, count in report.lanes.items()) or "none"
+    click.echo(f"valid: {PROTOCOL} v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
+               "complete tail")
+
+
+def _call_row(call: CallFrame) -> dict[str, object]:
+    return {
+        "ordinal": call.ordinal, "lane": call.lane, "position": call.position,
+        "provider": call.request.provider, "model": call.request.model, "fingerprint": call.fingerprint,
+        "chunks": len(call.atMs), "toolCalls": call.toolCalls, "finish": call.finish,
+        "messages": len(call.request.messages), "tools": len(call.request.tools),
+        "durationMs": call.atMs[-1],
+    }
+
+
+@cli.command()
+@click.argument("file")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def inspect(file: str, as_json: bool) -> None:
+    """Per call: position, provider/model, request fingerprint, chunk and tool-call counts, finish."""
+    report = _verify_or_exit(file)
+    if report.error is not None:
+        click.echo(str(report.error))
+        raise SystemExit(1)
+    cassette = load(file)
+    rows = [_call_row(c) for c in sorted(cassette.calls, key=lambda c: (c.lane, c.position))]
+    if as_json:
+        click.echo(json.dumps({
+            "protocol": PROTOCOL, "version": cassette.header.version, "requestView": cassette.header.requestView,
+            "host": cassette.header.host, "calls": rows, "valid": True,
+        }, sort_keys=True))
+        return
+    click.echo(f"protocol: {PROTOCOL} v{cassette.header.version}, requestView {cassette.header.requestView}, "
+               f"recorded with dsh-llm {cassette.header.host}")
+    click.echo(f"calls: {len(rows)}")
+    for r in rows:
+        click.echo(
+            f"  {r['lane']}#{r['position']} (call {r['ordinal']}): {r['provider']}/{r['model']} "
+            f"request {short(str(r['fingerprint']))} ({r['messages']} messages, {r['tools']} tools), "
+            f"{r['chunks']} chunks, {r['toolCalls']} tool calls, finish {r['finish']}, {r['durationMs']} ms"
+        )
+    click.echo("integrity: valid")
+
+
+def diff_cassettes(a: Cassette, b: Cassette) -> list[str]:
+    """Name every difference between two cassettes call by call (timing ignored)."""
+    left = {(c.lane, c.position): c for c in a.calls}
+    right = {(c.lane, c.position): c for c in b.calls}
+    out: list[str] = []
+    for slot in sorted(set(left) | set(right)):
+        name = f"{slot[0]}#{slot[1]}"
+        if slot not in right:
+            out.append(f"{name}: only in A")
+            continue
+        if slot not in left:
+            out.append(f"{name}: only in B")
+            continue
+        x, y = left[slot], right[slot]
+        if x.fingerprint != y.fingerprint:
+            named = compare(x.request, y.request) or ["request parts differ"]
+            out.append(f"{name}: request {short(x.fingerprint)} vs {short(y.fingerprint)}: {'; '.join(named)}")
+        if bytes(x.chunks) != bytes(y.chunks):
+            out.append(
+                f"{name}: answer differs ({len(x.atMs)} vs {len(y.atMs)} chunks, {x.toolCalls} vs {y.toolCalls} "
+                f"tool calls, finish {x.finish} vs {y.finish}, chunks {short(digest_bytes(x.chunks))} vs "
+                f"{short(digest_bytes(y.chunks))})"
+            )
+    return out
+
+
+@cli.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def diff(a: str, b: str, as_json: bool) -> None:
+    """Compare two cassettes call by call: 0 equivalent, 2 different, 1 unreadable or invalid."""
+    loaded: list[Cassette] = []
+    for label, file in (("A", a), ("B", b)):
+        try:
+            loaded.append(load(file))
+        except SidecarError as error:
+            click.echo(f"{label}: {error}", err=True)
+            raise SystemExit(1) from None
+    differences = diff_cassettes(*loaded)
+    if as_json:
+        click.echo(msgspec.json.encode({"equivalent": not differences, "differences": differences}).decode())
+    elif differences:
+        click.echo(f"different: {len(differences)} difference(s)")
+        for line in differences:
+            click.echo(f"  {line}")
+    else:
+        click.echo(f"equivalent: {len(loaded[0].calls)} calls, same requests and answers")
+    raise SystemExit(2 if differences else 0)

@@ -1,0 +1,253 @@
+"""The model cassette state machine: every record and replay transition lives here.
+
+Record: ``admit`` assigns the call its lane and position and answers ``Forward``; the shim
+streams the real provider route and hands the finished chunk array to ``recorded``, which
+appends one fsync-ed call frame. ``close`` writes the tail and publishes create-only, or keeps
+the partial when a call never finished. Replay: ``admit`` finds the recorded call at the same
+lane and position, compares fingerprints and answers ``Serve`` (zero provider requests) or
+raises a named mismatch; the first refusal poisons the replay, so every later call is refused.
+Calls to routes the config does not capture get ``Pass``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from python_core.canonical import canonical_bytes
+from python_core.errors import ProtocolError, SidecarError
+from python_core.model_cassette.config import ModelCassetteConfig
+from python_core.model_cassette.errors import (
+    ModelCassetteMismatch,
+    ModelExtraCall,
+    ModelRecordingIncomplete,
+    ModelReplayPoisoned,
+    ModelUnconsumed,
+)
+from python_core.model_cassette.format import (
+    GENESIS,
+    PROTOCOL,
+    VERSION,
+    CallFrame,
+    CompleteFrame,
+    HeaderFrame,
+    chunk_facts,
+)
+from python_core.model_cassette.request import compare, lane_of, normalize, parts_of
+from python_core.model_cassette.store import Recorder, load
+
+__all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
+
+
+class Pass(msgspec.Struct, frozen=True):
+    """The route is not captured: the shim calls the provider untouched."""
+
+
+class Forward(msgspec.Struct, frozen=True):
+    """Record: stream the real route, then report the chunks under ``handle``."""
+
+    handle: int
+
+
+class Serve(msgspec.Struct, frozen=True):
+    """Replay: yield ``chunks``; ``at_ms`` (timing ``recorded``) are offsets from the call's start."""
+
+    handle: int
+    chunks: Raw
+    at_ms: tuple[int, ...] | None
+
+
+class ModelStats(msgspec.Struct, frozen=True):
+    """Counts of one cassette session."""
+
+    mode: Literal["record", "replay"]
+    admitted: int
+    recorded: int
+    consumed: int
+    unconsumed: int
+    poisoned: bool
+
+
+class CloseReport(msgspec.Struct, frozen=True):
+    """What ``close`` did: counts, the errors that fail the run, whether a recording was published."""
+
+    stats: ModelStats
+    errors: tuple[SidecarError, ...]
+    published: bool
+
+
+class _Pending(msgspec.Struct):
+    lane: str
+    position: int
+    view: dict[str, Any]
+
+
+class ModelCassette:
+    """One run's model cassette, in record or replay mode."""
+
+    def __init__(self, config: ModelCassetteConfig, *, cwd: str, recorder: Recorder | None,
+                 calls: tuple[CallFrame, ...]) -> None:
+        self.config = config
+        self.cwd = cwd
+        self._recorder = recorder
+        self._slots = {(c.lane, c.position): c for c in calls}
+        self._consumed: set[tuple[str, int]] = set()
+        self._next_position: dict[str, int] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._handles = 0
+        self._recorded = 0
+        self._incomplete: str | None = None
+        self._errors: list[SidecarError] = []
+        self._poisoned = False
+        self._closed: CloseReport | None = None
+
+    @classmethod
+    def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str) -> ModelCassette:
+        """Create the partial and write the header (record), or load and verify the file (replay).
+
+        Raises:
+            ModelCassetteExists: record mode and the file or its partial exists.
+            ModelCassetteInvalid: replay mode and the file fails verification.
+            ModelCassetteIOError: the file cannot be created or read.
+        """
+        if config.mode == "replay":
+            return cls(config, cwd=cwd, recorder=None, calls=load(config.file).calls)
+        recorder = Recorder.create(config.file)
+        recorder.append(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
+                                    requestView=config.requestView, host=host_version))
+        return cls(config, cwd=cwd, recorder=recorder, calls=())
+
+    @property
+    def name(self) -> str:
+        """The cassette's base name (errors never show the absolute path)."""
+        return os.path.basename(self.config.file)
+
+    def admit(self, request: Mapping[str, Any]) -> Pass | Forward | Serve:
+        """Decide one ``stream()`` call.
+
+        Raises:
+            ModelCassetteMismatch: replay; the request differs from the record at its position.
+            ModelExtraCall: replay; nothing was recorded at this position.
+            ModelReplayPoisoned: replay; an earlier call was refused.
+            CanonicalJsonError: the request has no canonical JSON form.
+        """
+        if self._closed is not None:
+            raise RuntimeError("model cassette already closed")
+        if not self.config.captures(str(request.get("provider", ""))):
+            return Pass()
+        view = normalize(request, cwd=self.cwd)
+        lane = lane_of(view.get("purpose"))
+        position = self._next_position.get(lane, 0)
+        self._next_position[lane] = position + 1
+        self._handles += 1
+        handle = self._handles
+        if self._recorder is not None:
+            self._pending[handle] = _Pending(lane, position, view)
+            return Forward(handle)
+        return self._serve(handle, lane, position, view)
+
+    def _serve(self, handle: int, lane: str, position: int, view: dict[str, Any]) -> Serve:
+        if self._poisoned:
+            raise ModelReplayPoisoned(lane, position)
+        recorded = self._slots.get((lane, position))
+        if recorded is None:
+            held = sum(1 for slot in self._slots if slot[0] == lane)
+            raise self._poison(ModelExtraCall(lane, position, held))
+        parts = parts_of(view)
+        fingerprint = parts.fingerprint()
+        if fingerprint != recorded.fingerprint:
+            differences = compare(recorded.request, parts) or ["request parts differ"]
+            raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint))
+        self._consumed.add((lane, position))
+        at_ms = recorded.atMs if self.config.timing == "recorded" else None
+        return Serve(handle, recorded.chunks, at_ms)
+
+    def _poison(self, error: SidecarError) -> SidecarError:
+        self._poisoned = True
+        self._errors.append(error)
+        return error
+
+    def recorded(self, handle: int, chunks: Raw, at_ms: list[float], *, complete: bool) -> None:
+        """Record mode: the forwarded call ``handle`` ended; append it if it finished.
+
+        Raises:
+            ModelCassetteIOError: the frame could not be written (the recording stays partial).
+            ProtocolError: ``handle`` is not an open forwarded call.
+        """
+        pending = self._pending.pop(handle, None)
+        if pending is None or self._recorder is None:
+            raise ProtocolError(f"model/recorded for handle {handle}, which is not an open recorded call")
+        where = f"model call {pending.lane}#{pending.position}"
+        if not complete:
+            self._incomplete = self._incomplete or f"{where} did not finish"
+            return
+        canonical = Raw(canonical_bytes(msgspec.json.decode(chunks)))
+        facts = chunk_facts(canonical)
+        if facts.finish == "none":
+            self._incomplete = self._incomplete or f"{where} ended without a finish chunk"
+            return
+        parts = parts_of(pending.view)
+        frame = CallFrame(
+            seq=0, prev="", ordinal=self._recorded, lane=pending.lane, position=pending.position,
+            fingerprint=parts.fingerprint(), request=parts,
+            view=Raw(canonical_bytes(pending.view)) if self.config.requestView == "full" else UNSET,
+            chunks=canonical, atMs=tuple(max(0, round(ms)) for ms in _monotone(at_ms)),
+            finish=facts.finish, toolCalls=facts.tool_calls,
+        )
+        try:
+            self._recorder.append(frame)
+        except SidecarError as error:
+            self._incomplete = self._incomplete or "a call frame could not be written"
+            self._errors.append(error)
+            raise
+        self._recorded += 1
+
+    def statistics(self) -> ModelStats:
+        """Counts so far."""
+        replay = self._recorder is None
+        return ModelStats(
+            mode="replay" if replay else "record", admitted=self._handles, recorded=self._recorded,
+            consumed=len(self._consumed), unconsumed=len(self._slots) - len(self._consumed) if replay else 0,
+            poisoned=self._poisoned,
+        )
+
+    def close(self) -> CloseReport:
+        """Finish the session: publish a complete recording or report what stays unfinished (idempotent)."""
+        if self._closed is not None:
+            return self._closed
+        errors = list(self._errors)
+        published = False
+        if self._recorder is not None:
+            if self._pending and self._incomplete is None:
+                first = min(self._pending.values(), key=lambda p: (p.lane, p.position))
+                self._incomplete = f"model call {first.lane}#{first.position} was still streaming at shutdown"
+            if self._incomplete is not None:
+                self._recorder.abandon()
+                if not errors:
+                    errors.append(ModelRecordingIncomplete(self.name, self._incomplete))
+            else:
+                try:
+                    self._recorder.append(CompleteFrame(seq=0, prev="", calls=self._recorded))
+                    self._recorder.publish()
+                    published = True
+                except SidecarError as error:
+                    self._recorder.abandon()
+                    errors.append(error)
+        else:
+            left = sorted(slot for slot in self._slots if slot not in self._consumed)
+            if left and not self._poisoned:
+                errors.append(ModelUnconsumed(len(left), *left[0]))
+        self._closed = CloseReport(self.statistics(), tuple(errors), published)
+        return self._closed
+
+
+def _monotone(values: list[float]) -> list[float]:
+    """Offsets as recorded, made non-decreasing (timers of one call never run backwards)."""
+    out: list[float] = []
+    for value in values:
+        out.append(max(value, out[-1]) if out else max(0.0, value))
+    return out

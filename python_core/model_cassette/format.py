@@ -1,0 +1,303 @@
+"""Model cassette frames: closed Structs, canonical lines, the hash chain.
+
+Rule: a cassette is NDJSON; each line is the canonical JSON of one frame. ``hash`` is the
+``sha256:`` digest of the canonical JSON of the same frame without ``hash``; ``prev`` is the
+previous frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0. Frames are
+``header``, one ``call`` per completed ``stream()`` call (in completion order), then ``complete``.
+Chunks and the full request view stay ``msgspec.Raw`` holding canonical bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypeVar
+
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from python_core.canonical import MAX_SAFE_INTEGER, digest_bytes, is_canonical
+from python_core.model_cassette.request import RequestParts
+
+__all__ = [
+    "GENESIS",
+    "PROTOCOL",
+    "VERSION",
+    "AnyFrame",
+    "CallFrame",
+    "ChunkFacts",
+    "CompleteFrame",
+    "Frame",
+    "HeaderFrame",
+    "checked_chunks",
+    "chunk_facts",
+    "decode_frame",
+    "encode",
+    "frame_hash",
+    "line_hash",
+    "probe_header",
+    "seal",
+]
+
+PROTOCOL = "dsh-model-cassette"
+VERSION = 1
+GENESIS = "sha256:" + "0" * 64
+RequestView = Literal["metadata", "full"]
+
+
+class Frame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", kw_only=True, gc=False):
+    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
+
+    seq: int
+    prev: str
+    hash: str | UnsetType = UNSET
+
+
+class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
+    """First frame: protocol, version, the request view kept and the recording host's dsh-llm."""
+
+    protocol: str
+    version: int
+    requestView: RequestView
+    host: str
+
+
+class CallFrame(Frame, tag="call", frozen=True, kw_only=True):
+    """One completed ``stream()`` call.
+
+    ``ordinal`` counts call frames from 0 (completion order); ``lane`` is the request's
+    ``purpose`` or ``model``; ``position`` is the call's arrival order within its lane, which
+    replay matches. ``chunks`` is the exact chunk array the provider route yielded, ``atMs``
+    each chunk's offset from the call's start. ``finish`` and ``toolCalls`` summarize ``chunks``.
+    ``view`` (the normalized request) is present only with ``requestView: full``.
+    """
+
+    ordinal: int
+    lane: str
+    position: int
+    fingerprint: str
+    request: RequestParts
+    view: Raw | UnsetType = UNSET
+    chunks: Raw
+    atMs: tuple[int, ...]
+    finish: str
+    toolCalls: int
+
+
+class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
+    """Tail frame: the recording finished with ``calls`` call frames and no call left open."""
+
+    calls: int
+
+
+AnyFrame = HeaderFrame | CallFrame | CompleteFrame
+F = TypeVar("F", bound=Frame)
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+_DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """Lenient view of line 1, read before the strict decode so a newer version is named."""
+
+    kind: Any = None
+    protocol: Any = None
+    version: Any = None
+
+
+_PROBE_DECODER = msgspec.json.Decoder(_Probe)
+
+
+class _Reason(msgspec.Struct, gc=False):
+    kind: str = ""
+
+
+class _Block(msgspec.Struct, gc=False):
+    type: str = ""
+
+
+class _Chunk(msgspec.Struct, gc=False):
+    """The two chunk fields the summary reads; everything else is ignored here."""
+
+    type: str
+    reason: _Reason | None = None
+    block: _Block | None = None
+
+
+_CHUNKS_DECODER = msgspec.json.Decoder(list[_Chunk])
+
+
+class ChunkFacts(msgspec.Struct, frozen=True):
+    """What a chunk array says: its length, finish kind and tool-call blocks."""
+
+    count: int
+    finish: str
+    tool_calls: int
+
+
+def chunk_facts(chunks: Raw | bytes) -> ChunkFacts:
+    """Summarize a chunk array: ``finish`` is the last finish chunk's kind (``none`` if absent).
+
+    Raises:
+        msgspec.DecodeError: not an array of chunk objects with a ``type``.
+    """
+    decoded = _CHUNKS_DECODER.decode(chunks)
+    finish = "none"
+    calls = 0
+    for chunk in decoded:
+        if chunk.type == "finish" and chunk.reason is not None:
+            finish = chunk.reason.kind
+        elif chunk.type == "block-end" and chunk.block is not None and chunk.block.type == "tool-call":
+            calls += 1
+    return ChunkFacts(len(decoded), finish, calls)
+
+
+def encode(frame: Frame) -> bytes:
+    """Return the canonical JSON of ``frame`` as written (no newline)."""
+    return _ENCODER.encode(frame)
+
+
+_SafeInt = Annotated[int, msgspec.Meta(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)]
+
+
+class _Known(msgspec.Struct, tag_field="type", omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    """The chunk shapes rc.8 adapters emit, closed: anything else takes the generic check."""
+
+
+class _TextBlock(_Known, tag="text"):
+    text: str
+
+
+class _ReasoningBlock(_Known, tag="reasoning"):
+    text: str
+
+
+class _ToolCallBlock(_Known, tag="tool-call"):
+    id: str
+    name: str
+    arguments: str
+
+
+class _BlockStart(_Known, tag="block-start"):
+    index: _SafeInt
+    blockType: str
+
+
+class _TextDelta(_Known, tag="text-delta"):
+    index: _SafeInt
+    text: str
+
+
+class _ReasoningDelta(_Known, tag="reasoning-delta"):
+    index: _SafeInt
+    text: str
+
+
+class _ToolCallDelta(_Known, tag="tool-call-delta"):
+    index: _SafeInt
+    id: str
+    argumentsDelta: str
+    name: str | UnsetType = UNSET
+
+
+class _BlockEnd(_Known, tag="block-end"):
+    index: _SafeInt
+    block: _TextBlock | _ReasoningBlock | _ToolCallBlock
+
+
+class _Tokens(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    inputTokens: _SafeInt
+    outputTokens: _SafeInt
+    cacheReadTokens: _SafeInt | UnsetType = UNSET
+    cacheWriteTokens: _SafeInt | UnsetType = UNSET
+    reasoningTokens: _SafeInt | UnsetType = UNSET
+
+
+class _Usage(_Known, tag="usage"):
+    usage: _Tokens
+
+
+class _Failure(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    message: str
+    code: str
+    status: _SafeInt | UnsetType = UNSET
+    providerRetryAfterMs: _SafeInt | UnsetType = UNSET
+    requestId: str | UnsetType = UNSET
+
+
+class _FinishReason(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, gc=False):
+    kind: str
+    failure: _Failure | UnsetType = UNSET
+
+
+class _Finish(_Known, tag="finish"):
+    reason: _FinishReason
+
+
+_KNOWN_DECODER = msgspec.json.Decoder(
+    list[_BlockStart | _TextDelta | _ReasoningDelta | _ToolCallDelta | _BlockEnd | _Usage | _Finish]
+)
+
+
+def checked_chunks(chunks: bytes) -> tuple[ChunkFacts, bool]:
+    """Summarize a chunk array and tell whether it is canonical JSON.
+
+    Arrays of the known chunk shapes (closed Structs: no floats, safe integers, fixed ASCII
+    keys) are canonical exactly when msgspec's sorted re-encoding reproduces them, a C-speed
+    check; anything else (``replayState``, images, a new field) takes the generic check.
+
+    Raises:
+        msgspec.DecodeError: not an array of chunk objects with a ``type``.
+    """
+    try:
+        known = _KNOWN_DECODER.decode(chunks)
+    except msgspec.DecodeError:
+        known = None
+    if known is not None and _ENCODER.encode(known) == chunks:
+        finish = "none"
+        calls = 0
+        for chunk in known:
+            if isinstance(chunk, _Finish):
+                finish = chunk.reason.kind
+            elif isinstance(chunk, _BlockEnd) and isinstance(chunk.block, _ToolCallBlock):
+                calls += 1
+        return ChunkFacts(len(known), finish, calls), True
+    return chunk_facts(chunks), is_canonical(chunks)
+
+
+def line_hash(frame: Frame, line: bytes) -> str:
+    """The digest of ``frame`` without ``hash``, from its canonical ``line`` (``encode(frame)``).
+
+    Keys are sorted and ``hash`` is never the last one, so dropping its member from the line
+    gives exactly the bytes ``frame_hash`` would encode, without encoding again.
+    """
+    member = b'"hash":' + _ENCODER.encode(frame.hash) + b","
+    return digest_bytes(line.replace(member, b"", 1))
+
+
+def frame_hash(frame: Frame) -> str:
+    """Return the digest of ``frame``'s canonical JSON without its ``hash`` field."""
+    return digest_bytes(_ENCODER.encode(msgspec.structs.replace(frame, hash=UNSET)))
+
+
+def seal(frame: F) -> tuple[F, bytes]:
+    """Return ``frame`` with its ``hash`` set and its canonical NDJSON line."""
+    sealed = msgspec.structs.replace(frame, hash=frame_hash(frame))
+    return sealed, _ENCODER.encode(sealed) + b"\n"
+
+
+def decode_frame(line: bytes) -> AnyFrame:
+    """Decode one line (without newline) into a frame.
+
+    Raises:
+        msgspec.DecodeError: the line is not JSON or not a frame of this schema.
+    """
+    return _DECODER.decode(line)
+
+
+def probe_header(line: bytes) -> tuple[object, object, object]:
+    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
+
+    Raises:
+        msgspec.DecodeError: the line is not a JSON object.
+    """
+    probe = _PROBE_DECODER.decode(line)
+    return probe.kind, probe.protocol, probe.version

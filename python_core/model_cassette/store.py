@@ -1,0 +1,333 @@
+"""Model cassette files: the append-only recorder, create-only publishing, verify and load.
+
+Rule: the formal file is never written in place and never overwritten. Recording appends to
+``<file>.partial`` (created with O_EXCL), fsyncs every call frame, then publishes with
+``os.link`` (fails if the formal file exists) and unlinks the partial. Verify and load run one
+scanner: a file is loaded only after every frame has been checked.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import msgspec
+from msgspec import UNSET
+
+from python_core.canonical import is_canonical
+from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
+from python_core.model_cassette.format import (
+    GENESIS,
+    PROTOCOL,
+    VERSION,
+    AnyFrame,
+    CallFrame,
+    ChunkFacts,
+    Frame,
+    HeaderFrame,
+    checked_chunks,
+    decode_frame,
+    encode,
+    line_hash,
+    probe_header,
+    seal,
+)
+from python_core.model_cassette.request import checked_parts, lane_of
+
+__all__ = ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"]
+
+
+def partial_path(path: str) -> str:
+    """Return the in-progress recording path for the formal cassette ``path``."""
+    return path + ".partial"
+
+
+def _io_error(operation: str, path: str, exc: OSError) -> ModelCassetteIOError:
+    return ModelCassetteIOError(operation, os.path.basename(path), errno.errorcode.get(exc.errno or 0, "EIO"))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Recorder:
+    """Append-only writer of ``<file>.partial``; assigns ``seq``/``prev`` and seals frames."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.partial = partial_path(path)
+        self._fd: int | None = fd
+        self._seq = 0
+        self._prev = GENESIS
+
+    @classmethod
+    def create(cls, path: str) -> Recorder:
+        """Create ``<path>.partial`` exclusively.
+
+        Raises:
+            ModelCassetteExists: the formal file or the partial already exists.
+            ModelCassetteIOError: the partial cannot be created.
+        """
+        partial = partial_path(path)
+        if os.path.lexists(path):
+            raise ModelCassetteExists(os.path.basename(path))
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        try:
+            fd = os.open(partial, flags, 0o600)
+        except FileExistsError:
+            raise ModelCassetteExists(os.path.basename(partial)) from None
+        except OSError as exc:
+            raise _io_error("create", partial, exc) from None
+        try:
+            _fsync_dir(partial)
+        except OSError as exc:
+            os.close(fd)
+            raise _io_error("sync directory of", partial, exc) from None
+        return cls(path, fd)
+
+    def append(self, frame: Frame) -> None:
+        """Chain, seal, write and fsync one frame.
+
+        Raises:
+            ModelCassetteIOError: the write or fsync failed; the recorder is closed for good.
+        """
+        if self._fd is None:
+            raise ModelCassetteIOError("append to", os.path.basename(self.partial), "EBADF")
+        sealed, line = seal(msgspec.structs.replace(frame, seq=self._seq, prev=self._prev))
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            self.abandon()
+            raise _io_error("write", self.partial, exc) from None
+        self._seq += 1
+        assert isinstance(sealed.hash, str)
+        self._prev = sealed.hash
+
+    def publish(self) -> None:
+        """Close the partial, link it create-only to the formal path, then unlink it.
+
+        Raises:
+            ModelCassetteExists: the formal file appeared meanwhile; the partial is kept.
+            ModelCassetteIOError: closing, linking or unlinking failed.
+        """
+        self.abandon()
+        try:
+            os.link(self.partial, self.path)
+        except FileExistsError:
+            raise ModelCassetteExists(os.path.basename(self.path)) from None
+        except OSError as exc:
+            raise _io_error("publish", self.path, exc) from None
+        try:
+            os.unlink(self.partial)
+            _fsync_dir(self.path)
+        except OSError as exc:
+            raise _io_error("remove", self.partial, exc) from None
+
+    def abandon(self) -> None:
+        """Close the partial and leave it on disk as evidence."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+class Cassette(msgspec.Struct, frozen=True, gc=False):
+    """A fully verified cassette: its header and its calls in file order."""
+
+    header: HeaderFrame
+    calls: tuple[CallFrame, ...]
+
+
+class VerifyReport(msgspec.Struct, frozen=True):
+    """Outcome of ``verify_file``; ``error`` is set iff ``valid`` is false."""
+
+    valid: bool
+    version: int | None
+    frames: int
+    calls: int
+    lanes: dict[str, int]
+    error: ModelCassetteInvalid | None = None
+
+
+class _Scanner:
+    """Checks frames one line at a time: schema, canonical form, chain, summaries, lanes, tail."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep
+        self.header: HeaderFrame | None = None
+        self.frames = 0
+        self.prev = GENESIS
+        self.complete = False
+        self.calls: list[CallFrame] = []
+        self.count = 0
+        self.positions: dict[str, set[int]] = {}
+
+    def feed(self, number: int, line: bytes) -> None:
+        if not line.endswith(b"\n"):
+            raise ModelCassetteInvalid("truncated line (no newline)", line=number)
+        body = line[:-1]
+        if self.complete:
+            raise ModelCassetteInvalid("frame after the complete tail", line=number)
+        if number == 1:
+            self._probe(body)
+        try:
+            frame = decode_frame(body)
+        except msgspec.DecodeError as exc:
+            at = str(exc).rpartition(" - at `")[2].rstrip("`") if " - at `" in str(exc) else "$"
+            raise ModelCassetteInvalid(f"not a frame of this schema (at {at})", line=number) from None
+        kind = type(frame).__struct_config__.tag
+        assert isinstance(kind, str)
+        ordinal = frame.ordinal if isinstance(frame, CallFrame) else None
+        # Re-encoding the decoded frame reproduces a canonical line byte for byte (a duplicate
+        # key, an unsorted key, whitespace or a float all change it); the Raw payloads inside are
+        # checked on their own, so the frame's many hex digests never force the slow path.
+        facts: ChunkFacts | None = None
+        canonical = encode(frame) == body
+        if canonical and isinstance(frame, CallFrame):
+            try:
+                facts, canonical = checked_chunks(bytes(frame.chunks))
+            except msgspec.DecodeError:
+                raise ModelCassetteInvalid("chunks is not an array of chunk objects", line=number, kind=kind,
+                                           ordinal=ordinal) from None
+        if not canonical:
+            raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
+        if frame.seq != self.frames:
+            raise ModelCassetteInvalid(f"seq {frame.seq} where {self.frames} expected", line=number, kind=kind,
+                                       ordinal=ordinal)
+        if frame.prev != self.prev:
+            raise ModelCassetteInvalid("prev does not match the previous frame's hash", line=number, kind=kind,
+                                       ordinal=ordinal)
+        if frame.hash is UNSET or frame.hash != line_hash(frame, body):
+            raise ModelCassetteInvalid("hash does not match the frame", line=number, kind=kind, ordinal=ordinal)
+        try:
+            self._check(frame, facts)
+        except ValueError as exc:
+            raise ModelCassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
+        self.frames += 1
+        self.prev = frame.hash
+
+    def _probe(self, body: bytes) -> None:
+        try:
+            kind, protocol, version = probe_header(body)
+        except msgspec.DecodeError:
+            raise ModelCassetteInvalid("not a JSON object", line=1) from None
+        if kind != "header":
+            raise ModelCassetteInvalid("first frame is not a header", line=1)
+        if protocol != PROTOCOL:
+            raise ModelCassetteInvalid(f"not a {PROTOCOL} file", line=1, kind="header")
+        if version != VERSION:
+            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+            raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {VERSION})",
+                                       line=1, kind="header")
+
+    def _check(self, frame: AnyFrame, facts: ChunkFacts | None) -> None:
+        """Kind-specific rules; raises ValueError with a structural reason."""
+        if isinstance(frame, HeaderFrame):
+            if self.header is not None:
+                raise ValueError("second header")
+            self.header = frame
+            return
+        if self.header is None:
+            raise ValueError("frame before the header")
+        if isinstance(frame, CallFrame):
+            assert facts is not None
+            _check_call(frame, facts, self.count, self.header)
+            seen = self.positions.setdefault(frame.lane, set())
+            if frame.position in seen:
+                raise ValueError(f"position {frame.position} of lane {frame.lane} recorded twice")
+            seen.add(frame.position)
+            self.count += 1
+            if self.keep:
+                self.calls.append(msgspec.structs.replace(
+                    frame, prev="", hash=UNSET, chunks=frame.chunks.copy(),
+                    view=frame.view if frame.view is UNSET else frame.view.copy(),
+                ))
+            return
+        if frame.calls != self.count:
+            raise ValueError(f"tail counts {frame.calls} calls, {self.count} recorded")
+        for lane, seen in sorted(self.positions.items()):
+            if seen != set(range(len(seen))):
+                raise ValueError(f"lane {lane} positions are not 0..{len(seen) - 1}")
+        self.complete = True
+
+    def finish(self) -> None:
+        if self.frames == 0:
+            raise ModelCassetteInvalid("empty file")
+        if not self.complete:
+            raise ModelCassetteInvalid(f"missing complete tail frame after line {self.frames}")
+
+
+def _check_call(frame: CallFrame, facts: ChunkFacts, expected: int, header: HeaderFrame) -> None:
+    if frame.ordinal != expected:
+        raise ValueError(f"ordinals not contiguous, {expected} expected")
+    if frame.lane != lane_of(frame.request.purpose) or frame.position < 0:
+        raise ValueError("lane does not match the request purpose")
+    if frame.fingerprint != frame.request.fingerprint():
+        raise ValueError("fingerprint does not match the request parts")
+    if (frame.view is UNSET) != (header.requestView == "metadata"):
+        raise ValueError(f"request view presence contradicts requestView {header.requestView}")
+    if frame.view is not UNSET:
+        view = bytes(frame.view)
+        try:
+            parts, glued = checked_parts(view)
+        except msgspec.DecodeError:
+            raise ValueError("request view is not a request view") from None
+        if parts != frame.request:
+            raise ValueError("request parts do not match the request view")
+        if not glued and not is_canonical(view):
+            raise ValueError("request view is not canonical JSON")
+    if facts.count != len(frame.atMs) or facts.count == 0:
+        raise ValueError("chunk count and atMs count differ, or no chunks")
+    if frame.atMs[0] < 0 or list(frame.atMs) != sorted(frame.atMs):
+        raise ValueError("atMs is not non-decreasing from 0")
+    if (facts.finish, facts.tool_calls) != (frame.finish, frame.toolCalls):
+        raise ValueError("finish or toolCalls does not match the chunks")
+
+
+def _scan(path: str, scanner: _Scanner) -> None:
+    try:
+        with open(path, "rb") as handle:
+            for number, line in enumerate(handle, start=1):
+                scanner.feed(number, line)
+    except OSError as exc:
+        raise _io_error("read", path, exc) from None
+    scanner.finish()
+
+
+def verify_file(path: str) -> VerifyReport:
+    """Check every frame of the cassette at ``path``.
+
+    Returns:
+        A report; ``valid`` is false and ``error`` names the first structural failure.
+    Raises:
+        ModelCassetteIOError: the file cannot be read.
+    """
+    scanner = _Scanner(keep=False)
+    error: ModelCassetteInvalid | None = None
+    try:
+        _scan(path, scanner)
+    except ModelCassetteInvalid as exc:
+        error = exc
+    return VerifyReport(
+        valid=error is None, version=VERSION if scanner.header is not None else None, frames=scanner.frames,
+        calls=scanner.count, lanes={k: len(v) for k, v in sorted(scanner.positions.items())}, error=error,
+    )
+
+
+def load(path: str) -> Cassette:
+    """Verify the cassette at ``path`` completely, then return its calls.
+
+    Raises:
+        ModelCassetteInvalid: the first structural failure.
+        ModelCassetteIOError: the file cannot be read.
+    """
+    scanner = _Scanner(keep=True)
+    _scan(path, scanner)
+    assert scanner.header is not None
+    return Cassette(header=scanner.header, calls=tuple(scanner.calls))

@@ -1,0 +1,348 @@
+"""The model cassette through real headless DSH rc.8 and its stock DeepSeek adapter.
+
+The provider is ``deepseek_server``: a loopback server speaking the chat-completions SSE
+format that rc.8's ``dsh-llm-deepseek`` parses, answering from a script and logging every
+request. Ordinary (non-``/mock``) turns go to the stock ``deepseek-official`` route through
+``$DEEPSEEK_BASE_URL``; the model decides which tools to call. Replays run with the provider
+stopped (a dead loopback URL) and no ``$DEEPSEEK_API_KEY`` at all, or with the provider up
+to count that a refused replay made no request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepseek_server import dead_url, deepseek_server
+from dshrun import ROOT, Dsh, wait_for
+from weather_service import weather_service
+
+from bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+
+SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
+CANARY = "sk-canary-7f3e9b21"
+WEATHER_TASK = "What is the weather in Paris?"
+WEATHER_SCRIPT: dict[str, Any] = {
+    "title": "Paris weather",
+    "conversations": [{"match": "weather in", "replies": [
+        {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}}]},
+        {"text": "It is sunny in Paris, 21C."},
+    ]}],
+}
+MODEL = ModelCassette(file="model.ndjson", options={"requestView": "full"})
+
+
+def _tools(url: str = "http://127.0.0.1:9") -> list[Row]:
+    # Port 9 (discard) on loopback: nothing answers, so a real body that runs fails loudly.
+    return [Row("example-tools", "dsh-example-tools", {"weatherUrl": url})]
+
+
+def _offline() -> dict[str, str]:
+    """No provider (a dead URL) and no key: the stock route cannot answer or even authenticate."""
+    return {"DEEPSEEK_BASE_URL": dead_url()}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SIDECAR_CLI, "model-cassette", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, RunResult, list[dict[str, Any]]]:
+    """One recorded weather turn (model cassette, full request view, canary key): folder, result, requests."""
+    folder = tmp_path_factory.mktemp("recorded")
+    with deepseek_server(folder, WEATHER_SCRIPT) as provider, weather_service(folder) as weather:
+        result = run(WEATHER_TASK, cwd=folder, rows=_tools(weather.url), model_cassette=MODEL,
+                     record_mode="once", env=provider.env(CANARY))
+        requests = provider.requests()
+    return folder, result, requests
+
+
+def _copy(recorded: tuple[Path, RunResult, list[dict[str, Any]]], into: Path) -> Path:
+    into.mkdir(exist_ok=True)
+    shutil.copyfile(recorded[0] / "model.ndjson", into / "model.ndjson")
+    return into
+
+
+def test_an_ordinary_turn_runs_against_the_loopback_provider(tmp_path: Path) -> None:
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        result = run(WEATHER_TASK, cwd=tmp_path, rows=_tools(weather.url), env=provider.env(CANARY))
+        requests = provider.requests()
+    assert result.ok, result.explain()
+    assert result.final_text == "It is sunny in Paris, 21C."
+    assert result.result("weather_lookup").output == "Paris: sunny, 21C"
+    assert weather.requests == 1
+    assert sorted(r["kind"] for r in requests) == ["conversation", "conversation", "title"]
+    assert {r["path"] for r in requests} == {"/chat/completions"}
+    assert {r["auth"] for r in requests} == {f"Bearer {CANARY}"}
+    [first, second] = [r for r in requests if r["kind"] == "conversation"]
+    assert "weather_lookup" in first["tools"] and "subagent" in first["tools"]
+    assert second["messages"] == first["messages"] + 2  # the assistant's call and the tool result
+
+
+def test_record_publishes_every_call_and_replay_makes_no_provider_request(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]], tmp_path: Path,
+) -> None:
+    _, record, requests = recorded
+    assert record.ok, record.explain()
+    assert record.model_cassette is not None
+    assert (record.model_cassette.mode, record.model_cassette.recorded, record.model_cassette.published) == (
+        "record", 3, True,
+    )
+    assert len(requests) == 3  # two conversation steps and the session title
+    # Replay from another folder, provider gone, no key: the cwd in the prompt is normalized.
+    work = _copy(recorded, tmp_path / "elsewhere")
+    with weather_service(tmp_path) as weather:  # the real tool body runs again and answers the same
+        replay = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=MODEL, env=_offline())
+    assert replay.ok, replay.explain()
+    assert replay.final_text == record.final_text == "It is sunny in Paris, 21C."
+    assert replay.model_cassette is not None
+    assert (replay.model_cassette.mode, replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (
+        "replay", 3, 0,
+    )
+    assert replay.result("weather_lookup").output == "Paris: sunny, 21C"
+    assert weather.requests == 1
+
+
+def test_no_credential_and_no_absolute_path_reaches_the_cassette(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]],
+) -> None:
+    folder, _, requests = recorded
+    data = (folder / "model.ndjson").read_bytes()
+    assert {r["auth"] for r in requests} == {f"Bearer {CANARY}"}  # the provider did get the key
+    assert CANARY.encode() not in data and b"Bearer" not in data
+    assert str(folder).encode() not in data and b"<cwd>" in data  # full view, cwd normalized
+
+
+def test_verify_and_inspect_a_real_recording_without_printing_text(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]],
+) -> None:
+    cassette = recorded[0] / "model.ndjson"
+    verify = _cli("verify", str(cassette))
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    expected = "valid: dsh-model-cassette v1: 3 calls (model 2, session-title 1), 5 frames, complete tail\n"
+    assert verify.stdout == expected
+    inspect = _cli("inspect", str(cassette))
+    assert inspect.returncode == 0
+    assert re.search(r"model#0 \(call \d\): deepseek-official/deepseek-v4-flash request sha256:[0-9a-f]{12}… "
+                     r"\(2 messages, \d+ tools\), \d+ chunks, 1 tool calls, finish tool-calls", inspect.stdout)
+    assert "session-title#0" in inspect.stdout
+    for text in ("sunny", "Paris", "weather in", CANARY):
+        assert text not in inspect.stdout
+
+
+def test_verify_rejects_tampering_and_truncation_and_replay_refuses_to_boot(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]], tmp_path: Path,
+) -> None:
+    original = (recorded[0] / "model.ndjson").read_bytes()
+    tampered = tmp_path / "tampered.ndjson"
+    tampered.write_bytes(original.replace(b"sunny", b"rainy"))
+    truncated = tmp_path / "truncated.ndjson"
+    truncated.write_bytes(b"".join(original.splitlines(keepends=True)[:-1]))
+    out = _cli("verify", str(tampered))
+    assert out.returncode == 1 and "frame call" in out.stdout and "hash does not match the frame" in out.stdout
+    assert "rainy" not in out.stdout
+    out = _cli("verify", str(truncated))
+    assert out.returncode == 1 and "missing complete tail frame after line 4" in out.stdout
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copyfile(tampered, work / "model.ndjson")
+    refused = run(WEATHER_TASK, cwd=work, rows=_tools(), model_cassette=MODEL, env=_offline())
+    assert refused.exit_code == 1
+    assert "MODEL_CASSETTE_INVALID" in refused.stderr and "hash does not match the frame" in refused.stderr
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    ("prompt", "message 0 (user) differs"),
+    ("tool result", "model call model#1: request"),
+    ("tools", "tool echo missing"),
+    ("option", "option maxTokens differs"),
+])
+def test_a_changed_request_fails_closed_naming_the_difference(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]], tmp_path: Path, change: str, named: str,
+) -> None:
+    task = "What is the weather in Rome?" if change == "prompt" else WEATHER_TASK
+    # Without the example tools row its tools are gone; with the weather service down (port 9)
+    # the tool result the model sees next differs from the recorded one.
+    rows = [] if change == "tools" else _tools()
+    if change == "option":
+        rows.append(Row("llm-deepseek", "@deepseek-ai/dsh-llm-deepseek", {"maxTokens": 4096}))
+    work = _copy(recorded, tmp_path / "work")
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider:
+        result = run(task, cwd=work, rows=rows, model_cassette=MODEL, env=provider.env(CANARY))
+        assert provider.count == 0  # the provider is up and reachable, and was never asked
+    assert result.exit_code == 1
+    assert "MODEL_CASSETTE_MISMATCH" in [e.code for e in result.errors]
+    mismatch = next(e.message for e in result.errors if e.code == "MODEL_CASSETTE_MISMATCH")
+    assert named in mismatch and "no provider request was made" in mismatch
+    assert "Rome" not in result.stderr and "Paris" not in mismatch
+    if change == "tool result":
+        assert "message 3 (user) differs" in mismatch
+
+
+def test_kill_9_mid_record_leaves_only_a_partial(tmp_path: Path) -> None:
+    stalling = {"title": "t", "conversations": [{"match": "weather", "replies": [{"stall": True}]}]}
+    with deepseek_server(tmp_path, stalling) as provider:
+        work = tmp_path / "work"
+        work.mkdir()
+        dsh = Dsh(cwd=work, sidecar={"modelCassette": {"mode": "record", "file": "model.ndjson"}})
+        env = {**dsh.environ(), **provider.env(CANARY)}
+        proc = subprocess.Popen(dsh.argv(WEATHER_TASK), cwd=work, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            wait_for(lambda: any(r["kind"] == "conversation" for r in provider.requests()), timeout=60)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    names = sorted(p.name for p in work.iterdir() if p.name.startswith("model"))
+    assert names == ["model.ndjson.partial"]
+    out = _cli("verify", str(work / "model.ndjson.partial"))
+    assert out.returncode == 1 and "missing complete tail frame" in out.stdout
+
+
+THREE_TASK = "Write a Paris weather report."
+THREE_SCRIPT: dict[str, Any] = {
+    "title": "Paris report",
+    "conversations": [
+        {"match": "CHILD", "replies": [{"text": "The child says: Paris is lovely."}]},
+        {"match": "Paris weather report", "replies": [
+            {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}}]},
+            {"tool_calls": [{"name": "subagent", "arguments": {
+                "description": "describe", "prompt": "CHILD: describe Paris in one line", "run_in_background": False,
+            }}]},
+            {"text": "Report: sunny, 21C; the child agrees."},
+        ]},
+    ],
+}
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Times, ids and the seq numbers that shift with the asynchronous session-title event.
+_VOLATILE = frozenset({"time", "time0", "createdAt", "dt", "seq", "seq0", "sourceEventSeqs", "id"})
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return _UUID.sub("<uuid>", value) if isinstance(value, str) else value
+
+
+def _log(result: RunResult) -> tuple[list[Any], list[Any]]:
+    """The session log without ids and times: the events in order, and the session-title events
+    apart (the title call runs concurrently with the turn, so where its event lands is timing)."""
+    events = [_stable(e) for e in result.events]
+    title = [e for e in events if e.get("type") == "session/title"]
+    return [e for e in events if e.get("type") != "session/title"], title
+
+
+def test_one_run_three_cassettes_replays_offline_with_an_equal_session_log(tmp_path: Path) -> None:
+    cassettes: dict[str, Any] = {
+        "tool_cassette": ToolCassette(file="tools.ndjson", include=["weather_lookup"]),
+        "subagent_cassette": SubagentCassette(file="agents.jsonl"),
+        "model_cassette": ModelCassette(file="model.ndjson"),
+    }
+    with deepseek_server(tmp_path, THREE_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        record = run(THREE_TASK, cwd=tmp_path, rows=_tools(weather.url), env=provider.env(CANARY),
+                     record_mode="once", **cassettes)
+        live_requests = provider.count
+    assert record.ok, record.explain()
+    assert record.final_text == "Report: sunny, 21C; the child agrees."
+    assert [c.tool for c in record.tool_calls] == ["weather_lookup", "subagent"]
+    assert record.child_session_ids  # a real child session ran and called the provider
+    assert live_requests == 5  # parent x3, title, child x1
+    assert weather.requests == 1
+    summaries = (record.tool_cassette, record.subagent_cassette, record.model_cassette)
+    assert [(s.kind, s.recorded, s.published) for s in summaries if s is not None] == [
+        ("tool", 1, True), ("subagent", 1, True), ("model", 4, True),  # the child's call is the subagent cassette's
+    ]
+    # Provider, weather service and child all unreachable: dead URLs, no key, no child session.
+    replay = run(THREE_TASK, cwd=tmp_path, rows=_tools(dead_url()), env=_offline(), **cassettes)
+    assert replay.ok, replay.explain()
+    assert replay.final_text == record.final_text
+    assert replay.child_session_ids == []
+    assert weather.requests == 1
+    summaries = (replay.tool_cassette, replay.subagent_cassette, replay.model_cassette)
+    assert [(s.kind, s.consumed, s.unconsumed) for s in summaries if s is not None] == [
+        ("tool", 1, 0), ("subagent", 1, 0), ("model", 4, 0),
+    ]
+    assert _log(replay) == _log(record)
+    assert json.dumps(_log(record)).count('"type": "tool/result"') == 2
+
+
+PLUGIN_TEST = '''
+def test_weather_turn(dsh):
+    result = dsh.run("What is the weather in Paris?", model=True, tools=["weather_lookup"])
+    assert result.final_text == "It is sunny in Paris, 21C."
+    assert result.result("weather_lookup").output == "Paris: sunny, 21C"
+'''
+
+
+def test_the_pytest_fixture_records_a_model_cassette_once_then_replays_offline(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_model.py").write_text(PLUGIN_TEST)
+    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+
+    def pytest_run(weather_url: str, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False,
+               "config": {"weatherUrl": weather_url}}
+        (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("DEEPSEEK_")}
+        return subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
+             f"--dsh-host={ROOT / '.host'}", *args],
+            cwd=project, capture_output=True, text=True, timeout=300, env={**clean, **env},
+        )
+
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        first = pytest_run(weather.url, provider.env(CANARY), "--dsh-record-mode", "once")
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert provider.count == 3
+    cassettes = project / "cassettes" / "test_model"
+    assert sorted(p.name for p in cassettes.iterdir()) == [
+        "test_weather_turn.model.ndjson", "test_weather_turn.tools.ndjson",
+    ]
+    offline = pytest_run(dead_url(), _offline())
+    assert offline.returncode == 0, offline.stdout[-3000:]
+    assert "1 passed" in offline.stdout
+
+
+def test_record_mode_all_replaces_the_cassette_and_diff_names_the_changed_answer(
+    recorded: tuple[Path, RunResult, list[dict[str, Any]]], tmp_path: Path,
+) -> None:
+    work = _copy(recorded, tmp_path / "work")
+    old = tmp_path / "old.ndjson"
+    shutil.copyfile(work / "model.ndjson", old)
+    changed = json.loads(json.dumps(WEATHER_SCRIPT))
+    changed["conversations"][0]["replies"][1] = {"text": "Sunny and 21C in Paris today."}
+    with deepseek_server(tmp_path, changed) as provider, weather_service(tmp_path) as weather:
+        again = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=MODEL, record_mode="all",
+                    env=provider.env(CANARY))
+    assert again.ok, again.explain()
+    assert again.model_cassette is not None and again.model_cassette.published
+    assert sorted(p.name for p in work.iterdir() if p.name.startswith((".model", "model"))) == ["model.ndjson"]
+    same = _cli("diff", str(old), str(old))
+    assert (same.returncode, same.stdout) == (0, "equivalent: 3 calls, same requests and answers\n")
+    diff = _cli("diff", str(old), str(work / "model.ndjson"))
+    assert diff.returncode == 2
+    lines = diff.stdout.splitlines()
+    # The provider mints fresh tool-call ids: the first answer differs in its id only, so the
+    # second request differs at the assistant message carrying it, and the second answer differs.
+    assert lines[0] == "different: 3 difference(s)"
+    assert lines[1].startswith("  model#0: answer differs (6 vs 6 chunks, 1 vs 1 tool calls, finish tool-calls")
+    assert lines[2].startswith("  model#1: request ") and lines[2].endswith(": message 2 (assistant) differs")
+    assert lines[3].startswith("  model#1: answer differs (")
+    assert "Sunny" not in diff.stdout and "sunny" not in diff.stdout
+    # The new recording replays offline, paced as recorded.
+    paced = ModelCassette(file="model.ndjson", options={"timing": "recorded"})
+    with weather_service(tmp_path) as weather:
+        replay = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=paced, env=_offline())
+    assert replay.ok, replay.explain()
+    assert replay.final_text == "Sunny and 21C in Paris today."
