@@ -37,7 +37,6 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
 )
-from bridge.server import Handler, InlineHandler
 from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
@@ -66,31 +65,6 @@ class Sidecar:
         self.mock: MockDriver | None = None
         self.subagents: SubagentHooks | None = None
         self.startup_errors: list[SidecarError] = []
-
-    def handlers(self) -> dict[str, Handler]:
-        """The async methods: they may wait (and be cancelled)."""
-        return {
-            "initialize": self.initialize,
-            "shutdown": self.shutdown,
-            "llm/stream": self.llm_stream,
-        }
-
-    def inline_handlers(self) -> dict[str, InlineHandler]:
-        """The per-call hooks: fast, never awaiting, run in arrival order."""
-        return {
-            "tools/execute": self.tools_execute,
-            "tools/post-execute": self.tools_post_execute,
-            "tools/result": self.tools_result,
-            "mock/pre-step": self.mock_pre_step,
-            "mock/route": self.mock_route,
-            "mock/command": self.mock_command,
-            "mock/session-end": self.mock_session_end,
-            "mock/cancel": self.mock_cancel,
-            "subagent/hello": self.subagent_hello,
-            "subagent/start": self.subagent_start,
-            "subagent/published": self.subagent_published,
-            "subagent/outcome": self.subagent_outcome,
-        }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         """Check the protocol, parse the config and open the configured features."""

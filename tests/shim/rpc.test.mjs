@@ -55,3 +55,11 @@ test('a non-JSON line on the protocol stream kills the connection', async () => 
   fromPython.write('hello from a stray print\n')
   await assert.rejects(pending, (error) => error.code === 'SIDECAR_UNAVAILABLE')
 })
+
+test('a line from the sidecar that is not an answer settles nothing', async () => {
+  const { rpc, fromPython } = pair()
+  const call = rpc.request('tools/execute', {})
+  fromPython.write('null\n{"jsonrpc":"2.0","id":1,"method":"host/call","params":{}}\n[1]\n')
+  fromPython.write('{"jsonrpc":"2.0","id":1,"result":{"action":"next"}}\n')
+  assert.deepEqual(await call, { action: 'next' })
+})
