@@ -7,6 +7,9 @@
 
 /** @typedef {{ code: number, message: string, data?: { code?: string } }} RpcErrorObject */
 
+/** Longest line accepted from the sidecar (its own cap for the lines it reads, 64 MiB). */
+export const MAX_LINE = 64 * 1024 * 1024
+
 export class SidecarUnavailable extends Error {
   /** @param {string} message */
   constructor(message) {
@@ -44,11 +47,17 @@ export class Rpc {
     input.setEncoding('utf8')
     input.on('data', (/** @type {string} */ chunk) => {
       buffer += chunk
+      let start = 0
       let newline
-      while ((newline = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, newline)
-        buffer = buffer.slice(newline + 1)
-        if (line.length > 0) this.receive(line)
+      while ((newline = buffer.indexOf('\n', start)) >= 0) {
+        if (newline > start) this.receive(buffer.slice(start, newline))
+        start = newline + 1
+      }
+      buffer = start === 0 ? buffer : buffer.slice(start)
+      // The sidecar's own cap: an answer can never be longer, so this is a broken stream.
+      if (buffer.length > MAX_LINE) {
+        buffer = ''
+        this.fail(new SidecarUnavailable(`the sidecar wrote a line longer than ${MAX_LINE} characters`))
       }
     })
     output.on('error', (error) => this.fail(new SidecarUnavailable(`write failed: ${error.message}`)))
