@@ -73,7 +73,7 @@ _STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
 _STRINGS = re.compile(_STRING, re.S)
 _NOT_BRACKETS = re.compile(rb"[^\[\]{}]+")
 _DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_TOKENS = re.compile(_STRING + rb"|[\[\]{}]", re.S)
+_TOKENS = re.compile(_STRING + rb"|[\[\]{}]+", re.S)
 _ID_VALUE = re.compile(rb"\s*:\s*(-?[0-9]+|" + _STRING + rb"|null)\s*[,}]", re.S)
 # A \uD800-\uDFFF escape, skipping escaped backslashes so that "\\ud800" (text) is left alone.
 _SURROGATE_ESCAPES = re.compile(rb"\\\\|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -99,12 +99,10 @@ def _recover_id(line: bytes) -> int | str | None:
     depth = 0
     for match in itertools.islice(_TOKENS.finditer(line), _ID_SCAN_TOKENS):
         token = match.group()
-        if token in (b"[", b"{"):
-            if depth == 0 and token == b"[":
+        if token[0] != 0x22:  # a run of brackets: one token however deep it goes
+            if depth == 0 and token[0] != 0x7B:
                 return None
-            depth += 1
-        elif token in (b"]", b"}"):
-            depth -= 1
+            depth += token.count(b"[") + token.count(b"{") - token.count(b"]") - token.count(b"}")
             if depth <= 0:
                 return None
         elif depth == 1 and token == b'"id"':

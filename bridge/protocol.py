@@ -304,9 +304,10 @@ Hook = Literal["tools", "llm", "subagent"]
 class Method:
     """One row of the method table: everything dispatch needs to know about a method.
 
-    ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows are the per-call
-    hooks: plain functions run in the reader, in arrival order (the order the cassettes number);
-    the others run as tasks that may wait and can be cancelled. A method with a ``hook`` may
+    ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows run in the reader, in
+    arrival order (the order the cassettes number): the per-call hooks, plain functions, and
+    ``initialize``, awaited (nothing is read before the handshake is answered). The others run
+    as tasks that may wait and can be cancelled. A method with a ``hook`` may
     arrive only after ``initialize`` enabled that hook group; ``result`` ``None`` marks a
     notification.
     """
@@ -321,7 +322,7 @@ class Method:
 INITIALIZE = "initialize"
 
 METHODS: dict[str, Method] = {
-    INITIALIZE: Method(InitializeParams, InitializeResult, "initialize", inline=False),
+    INITIALIZE: Method(InitializeParams, InitializeResult, "initialize"),
     "shutdown": Method(ShutdownParams, ShutdownResult, "shutdown", inline=False),
     "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
     "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),

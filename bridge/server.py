@@ -6,10 +6,12 @@ method of the target object, whether it runs inline and which hook group it belo
 - inline rows (the per-call hooks: plain, fast, never awaiting) run in the reader itself, in
   arrival order, with no task per call: that order is the call order the cassettes number.
   They are dispatched directly, not through ``jsonrpcserver`` (docs/protocol.md gives the
-  measurement);
-- task rows (``initialize``, ``shutdown``, ``llm/stream``: they may wait) are dispatched
-  through ``jsonrpcserver``'s public async API, each in its own task under its own
-  ``CancelScope``, so ``$/cancelRequest`` cancels exactly that request.
+  measurement). ``initialize`` is inline too: the reader awaits it, so nothing is read before
+  the handshake is answered, and the answer does not wait for ``jsonrpcserver`` to import;
+- task rows (``shutdown``, ``llm/stream``: they may wait) are dispatched through
+  ``jsonrpcserver``'s public async API, each in its own task under its own ``CancelScope``, so
+  ``$/cancelRequest`` cancels exactly that request. ``jsonrpcserver`` is imported in a worker
+  thread right after the handshake, while the host finishes booting.
 
 Answers produced while handling one received chunk leave in one write; the write goes straight
 to the pipe when nothing is queued, else through the single writer task, in order.
@@ -17,17 +19,18 @@ to the pipe when nothing is queued, else through the single writer task, in orde
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import sys
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from jsonrpcserver import Error, Result, Success, async_dispatch_to_serializable
 
 from bridge.connection import (
     INVALID_PARAMS,
@@ -43,12 +46,21 @@ from bridge.protocol import INITIALIZE, METHODS, Lifecycle
 from bridge.stdio import FdSendStream
 from python_core.errors import SidecarError
 
+if TYPE_CHECKING:
+    from jsonrpcserver import Result
+
 __all__ = ["MAX_LINE", "Server"]
 
 # Longest line accepted, newline excluded: a line of exactly MAX_LINE bytes is served.
 MAX_LINE = 64 * 1024 * 1024
 
-_Task = Callable[[msgspec.Raw], Awaitable[Result]]
+_Task = Callable[[msgspec.Raw], Awaitable["Result"]]
+
+
+def _import_jsonrpcserver() -> None:
+    # Imported off the handshake's path (it costs about a third of the start-up: jsonschema,
+    # oslash): a worker thread imports it while the host finishes booting.
+    importlib.import_module("jsonrpcserver")
 
 
 class _Failure:
@@ -88,6 +100,8 @@ def _invalid_params(method: str, exc: Exception) -> _Failure:
 
 def _inline(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Any]) -> Callable[[msgspec.Raw], Any]:
     decoder = msgspec.json.Decoder(params)
+    if inspect.iscoroutinefunction(handler):
+        return _inline_awaited(method, decoder, handler)
 
     def run(raw: msgspec.Raw) -> Any:
         try:
@@ -102,10 +116,32 @@ def _inline(method: str, params: type[msgspec.Struct], handler: Callable[[Any], 
     return run
 
 
+def _inline_awaited(
+    method: str, decoder: msgspec.json.Decoder[Any], handler: Callable[[Any], Awaitable[Any]]
+) -> Callable[[msgspec.Raw], Awaitable[Any]]:
+    """An inline row with a coroutine handler: the reader awaits it."""
+
+    async def run(raw: msgspec.Raw) -> Any:
+        try:
+            decoded = decoder.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return _invalid_params(method, exc)
+        try:
+            return await handler(decoded)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            return _failure(exc)
+
+    return run
+
+
 def _task(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Awaitable[Any]]) -> _Task:
     decoder = msgspec.json.Decoder(params)
 
     async def run(raw: msgspec.Raw) -> Result:
+        from jsonrpcserver import Error, Success
+
         try:
             decoded = decoder.decode(raw)
         except (msgspec.DecodeError, RecursionError) as exc:
@@ -217,13 +253,13 @@ class Server:
                 if len(line) > self.max_line:
                     await self._too_long()
                     return
-                self._handle(line, answers, tg)
+                await self._handle(line, answers, tg)
             while (newline := chunk.find(b"\n", start)) >= 0:
                 if newline - start > self.max_line:
                     await self._emit(b"".join(answers))
                     await self._too_long()
                     return
-                self._handle(chunk[start:newline], answers, tg)
+                await self._handle(chunk[start:newline], answers, tg)
                 start = newline + 1
             if start < len(chunk):
                 held.append(chunk[start:] if start else chunk)
@@ -239,7 +275,7 @@ class Server:
         # Reading stops: the rest of the line cannot be framed, and buffering it has no bound.
         await self._emit(self.conn.protocol_error(f"line longer than {self.max_line} bytes").data)
 
-    def _handle(self, line: bytes, answers: list[bytes], tg: TaskGroup) -> None:
+    async def _handle(self, line: bytes, answers: list[bytes], tg: TaskGroup) -> None:
         if not line or line.isspace():
             return
         for action in self.conn.feed(line):
@@ -251,11 +287,18 @@ class Server:
                     scope.cancel()
             else:
                 answer = self._dispatch(action, tg)
-                if answer is not None:
+                if isinstance(answer, bytes):
                     answers.append(answer)
+                elif answer is not None:
+                    awaited = await answer
+                    if awaited is not None:
+                        answers.append(awaited)
 
-    def _dispatch(self, action: Dispatch, tg: TaskGroup) -> bytes | None:
-        """Run an inline method, or start a task; return the answer line known now, if any."""
+    def _dispatch(self, action: Dispatch, tg: TaskGroup) -> bytes | Awaitable[bytes | None] | None:
+        """Run an inline method, or start a task; return the answer line known now, if any.
+
+        An inline coroutine handler (``initialize``) comes back as an awaitable of its answer.
+        """
         method = action.method
         if method == INITIALIZE and action.id is None:
             return None  # a notification could not tell the shim which hooks to install
@@ -274,11 +317,23 @@ class Server:
             tg.start_soon(self._run, action, scope)
             return None
         result = inline(action.params)
+        if inspect.isawaitable(result):
+            return self._awaited(action, result, tg)
+        return self._answer(action, result)
+
+    def _answer(self, action: Dispatch, result: Any) -> bytes | None:
         if action.id is None:
             return None
         if isinstance(result, _Failure):
             return self.conn.respond_error(action.id, result.code, result.message, result.data).data
         return self.conn.respond(action.id, result).data
+
+    async def _awaited(self, action: Dispatch, pending: Awaitable[Any], tg: TaskGroup) -> bytes | None:
+        result = await pending
+        if action.method == INITIALIZE:
+            self.lifecycle.initialized(None if isinstance(result, _Failure) else result)
+            tg.start_soon(anyio.to_thread.run_sync, _import_jsonrpcserver)
+        return self._answer(action, result)
 
     def _refuse(self, action: Dispatch, code: int, message: str, data: Any = None) -> bytes | None:
         if action.id is None:
@@ -289,6 +344,8 @@ class Server:
         request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
         if action.id is not None:
             request["id"] = action.id
+        from jsonrpcserver import async_dispatch_to_serializable
+
         response: Any = None
         with scope:
             # The envelope is decoded and checked already: jsonrpcserver gets the request object
@@ -296,8 +353,6 @@ class Server:
             response = await async_dispatch_to_serializable(
                 "", self._tasks, deserializer=lambda _: request, validator=lambda r: r
             )
-        if action.method == INITIALIZE:
-            self.lifecycle.initialized(None if response is None or "error" in response else response["result"])
         if action.id is None:
             return
         self._scopes.pop(action.id, None)

@@ -35,7 +35,7 @@ LINES = 12_000
 CODES = {-32700, -32600, -32601, -32602, -32800, -32000}
 # The named codes -32600 and -32602 carry in data.code (the rest of -32600 has no data).
 PROTOCOL_CODES = {"NESTING_TOO_DEEP", "LONE_SURROGATE", "NOT_INITIALIZED", "ALREADY_INITIALIZED", "HOOK_NOT_ENABLED"}
-HOOKS = sorted(name for name, row in METHODS.items() if row.hook is not None and name != "llm/stream")
+HOOKS = sorted(name for name, row in METHODS.items() if row.hook is not None)
 WORDS = ["", "a", "weather.get", "/mock", "/mock run", "root/0", "é", "\u2028", "\x00", "💥", "\ud800", "\udfff"]
 
 
@@ -68,6 +68,15 @@ def params_for(rand: random.Random, method: str) -> Any:
         result = {"isError": rand.random() < 0.5, "content": [{"type": "text", "text": text(rand)}]}
         extra = {"callId": text(rand)} if method == "tools/result" else {}
         return {**common, "result": rand.choice([result, value(rand)]), **extra}
+    if method == "llm/stream":
+        return {
+            "sessionId": rand.choice(["s1", "s2", text(rand)]),
+            "purpose": rand.choice([None, None, "session-title", text(rand)]),
+            "turn": rand.choice([None, 0, 1]),
+            "step": rand.choice([None, 0, 1]),
+            "results": [{"callId": text(rand), "tool": text(rand), "isError": rand.random() < 0.5}],
+            "tools": [text(rand)],
+        }
     if method in ("mock/pre-step", "mock/route", "mock/cancel", "mock/command", "mock/session-end"):
         return {
             "sessionId": rand.choice(["s1", "s2", text(rand)]),
@@ -157,10 +166,10 @@ def check_answer(answer: dict[str, Any], seed: int) -> None:
 async def exchange(
     process: Process, reader: BufferedByteReceiveStream, lines: list[bytes], owed: Counter[Any]
 ) -> tuple[Counter[Any], int]:
-    """Write ``lines`` pipelined while reading answers, until the answer to a final marker request.
+    """Write ``lines`` pipelined while reading answers, until every owed answer came back.
 
-    No generated request runs as a task, so answers come in arrival order: once the marker is
-    answered, every owed answer has had its turn.
+    Inline methods answer in arrival order, tasks (``llm/stream``) in any: a final marker request
+    bounds the wait, since after its answer only task answers may still be on their way.
     """
     assert process.stdin is not None and process.stdout is not None
     answers: Counter[Any] = Counter()
@@ -173,17 +182,20 @@ async def exchange(
         for start in range(0, len(batch), 64):
             await process.stdin.send(b"".join(line + b"\n" for line in batch[start : start + 64]))
 
+    marked = False
     async with anyio.create_task_group() as tg:
         tg.start_soon(write)
-        while True:
-            answer = msgspec.json.decode(await reader.receive_until(b"\n", MAX_LINE))
-            check_answer(answer, SEED)
-            if answer["id"] == "marker":
-                break
-            if answer["id"] is None or answer["id"] not in owed:
-                unowed += 1
-                continue
-            answers[answer["id"]] += 1
+        with anyio.CancelScope() as late:  # no deadline until the marker is answered
+            while not marked or +(owed - answers):
+                answer = msgspec.json.decode(await reader.receive_until(b"\n", MAX_LINE))
+                check_answer(answer, SEED)
+                if answer["id"] == "marker":
+                    marked = True
+                    late.deadline = anyio.current_time() + 10
+                elif answer["id"] is None or answer["id"] not in owed:
+                    unowed += 1
+                else:
+                    answers[answer["id"]] += 1
     missing, extra = owed - answers, answers - owed
     assert not missing and not extra, f"seed {SEED}: unanswered {list(missing)[:5]}, answered twice {list(extra)[:5]}"
     return answers, unowed
