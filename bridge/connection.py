@@ -147,7 +147,7 @@ class Cancel:
 Action = Send | Dispatch | Cancel
 
 
-def error_line(id_: int | str | None, code: int, message: str, data: Any = None) -> bytes:
+def _error_line(id_: int | str | None, code: int, message: str, data: Any = None) -> bytes:
     """One error answer line."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
@@ -156,7 +156,7 @@ def error_line(id_: int | str | None, code: int, message: str, data: Any = None)
 
 
 def _named(id_: int | str | None, code: str, message: str) -> Send:
-    return Send(error_line(id_, INVALID_REQUEST, f"{code}: {message}", {"code": code}))
+    return Send(_error_line(id_, INVALID_REQUEST, f"{code}: {message}", {"code": code}))
 
 
 class RpcConnection:
@@ -181,17 +181,17 @@ class RpcConnection:
         except (msgspec.DecodeError, RecursionError):
             return [self._malformed(line)]
         if envelope.jsonrpc != "2.0":
-            return [Send(error_line(envelope.id, INVALID_REQUEST, 'invalid request: jsonrpc must be "2.0"'))]
+            return [Send(_error_line(envelope.id, INVALID_REQUEST, 'invalid request: jsonrpc must be "2.0"'))]
         if envelope.method is None:
             if envelope.result is not msgspec.UNSET or envelope.error is not msgspec.UNSET:
                 # A response: the sidecar sends no requests, and responses are never answered.
                 return []
-            return [Send(error_line(envelope.id, INVALID_REQUEST, "invalid request: method must be a string"))]
+            return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: method must be a string"))]
         if envelope.method == CANCEL_METHOD:
             return self._cancel(envelope)
         if envelope.id is not None:
             if envelope.id in self.incoming:
-                return [Send(error_line(envelope.id, INVALID_REQUEST, "invalid request: id already in flight"))]
+                return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: id already in flight"))]
             self.incoming.add(envelope.id)
         return [Dispatch(envelope.id, envelope.method, envelope.params)]
 
@@ -202,7 +202,7 @@ class RpcConnection:
             target: int | str | None = _CANCEL.decode(envelope.params).id
         except msgspec.DecodeError as exc:
             if envelope.id is not None:
-                return [Send(error_line(envelope.id, INVALID_PARAMS, f"invalid params for {CANCEL_METHOD}: {exc}"))]
+                return [Send(_error_line(envelope.id, INVALID_PARAMS, f"invalid params for {CANCEL_METHOD}: {exc}"))]
             target = None
         if target is not None and target in self.incoming:
             self.cancelled.add(target)
@@ -228,19 +228,19 @@ class RpcConnection:
                         "LONE_SURROGATE",
                         "a string has a \\uD800-\\uDFFF escape that is not half of a pair; send valid Unicode",
                     )
-            return Send(error_line(None, PARSE_ERROR, "parse error: the line is not JSON"))
+            return Send(_error_line(None, PARSE_ERROR, "parse error: the line is not JSON"))
         # Answer with the request's own id when it has one, so the peer's call settles.
         id_ = value.get("id") if isinstance(value, dict) else None
         if not isinstance(id_, int | str) or isinstance(id_, bool):
             id_ = None
-        return Send(error_line(id_, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))
+        return Send(_error_line(id_, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))
 
     def respond(self, id_: int | str, result: Any) -> Send:
         """Answer incoming request ``id_`` with ``result`` (any msgspec-encodable value)."""
         self.incoming.discard(id_)
         if id_ in self.cancelled:
             self.cancelled.discard(id_)
-            return Send(error_line(id_, CANCELLED, "request cancelled"))
+            return Send(_error_line(id_, CANCELLED, "request cancelled"))
         return Send(_ENCODER.encode({"jsonrpc": "2.0", "id": id_, "result": result}) + b"\n")
 
     def respond_error(self, id_: int | str, code: int, message: str, data: Any = None) -> Send:
@@ -248,10 +248,10 @@ class RpcConnection:
         self.incoming.discard(id_)
         if id_ in self.cancelled:
             self.cancelled.discard(id_)
-            return Send(error_line(id_, CANCELLED, "request cancelled"))
-        return Send(error_line(id_, code, message, data))
+            return Send(_error_line(id_, CANCELLED, "request cancelled"))
+        return Send(_error_line(id_, code, message, data))
 
     @staticmethod
     def protocol_error(message: str) -> Send:
         """A connection-level error the peer should see (e.g. an over-long line)."""
-        return Send(error_line(None, INVALID_REQUEST, message))
+        return Send(_error_line(None, INVALID_REQUEST, message))
