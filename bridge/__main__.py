@@ -15,7 +15,7 @@ async def _serve() -> None:
     protocol_fd = claim_stdout()
     sys.stdout = sys.stderr
     sidecar = Sidecar()
-    server = Server(sidecar.handlers(), inline=sidecar.inline_handlers())
+    server = Server(sidecar)
     await server.serve(FdReceiveStream(0), FdSendStream(protocol_fd))
 
 

@@ -1,14 +1,19 @@
 """The sans-I/O JSON-RPC 2.0 endpoint: lines in, actions out.
 
 ``RpcConnection.feed(line)`` turns one received line into actions (``Dispatch``, ``Cancel``,
-``Resolve``, ``Send``); ``respond``/``request`` build outgoing lines. One pending map per
-direction; ids come from an injected counter. It never touches a pipe, so tests feed lines.
+``Send``); ``respond``/``respond_error`` build answer lines. Only the shim sends requests, so
+there is one pending map, for the incoming direction. It never touches a pipe, so tests feed
+lines.
+
+Every request that carries an id gets an answer with that id, whatever is wrong with it, as long
+as the id can be read: a lone surrogate escape or nesting beyond ``MAX_DEPTH`` elsewhere in the
+line does not cost the caller its answer.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +23,16 @@ __all__ = [
     "CANCELLED",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "MAX_DEPTH",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "SERVER_ERROR",
     "Action",
     "Cancel",
     "Dispatch",
-    "Resolve",
     "RpcConnection",
     "Send",
+    "nesting_depth",
 ]
 
 PARSE_ERROR = -32700
@@ -35,14 +42,22 @@ INVALID_PARAMS = -32602
 CANCELLED = -32800
 SERVER_ERROR = -32000
 
+# Deepest array/object nesting a line may have. msgspec (like any recursive decoder) runs out
+# of recursion budget near 1,000 levels; a fixed, lower limit makes the cut-off the same in
+# every call stack and on every interpreter.
+MAX_DEPTH = 512
+
+CANCEL_METHOD = "$/cancelRequest"
+
 
 class _Envelope(msgspec.Struct, forbid_unknown_fields=True):
     jsonrpc: str
     id: int | str | None = None
     method: str | None = None
     params: msgspec.Raw = msgspec.Raw(b"null")
-    result: msgspec.Raw = msgspec.Raw(b"null")
-    error: dict[str, Any] | None = None
+    # A response (to a request the sidecar never sends) is told apart by these members.
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 class _CancelParams(msgspec.Struct):
@@ -51,7 +66,59 @@ class _CancelParams(msgspec.Struct):
 
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _CANCEL = msgspec.json.Decoder(_CancelParams)
+_ID = msgspec.json.Decoder(int | str | None)
 _ENCODER = msgspec.json.Encoder()
+
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'
+_STRINGS = re.compile(_STRING, re.S)
+_NOT_BRACKETS = re.compile(rb"[^\[\]{}]+")
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_TOKENS = re.compile(_STRING + rb"|[\[\]{}]+", re.S)
+_ID_VALUE = re.compile(rb"\s*:\s*(-?[0-9]+|" + _STRING + rb"|null)\s*[,}]", re.S)
+# A \uD800-\uDFFF escape, skipping escaped backslashes so that "\\ud800" (text) is left alone.
+_SURROGATE_ESCAPES = re.compile(rb"\\\\|\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+# Recovering an id walks the line's tokens in Python; past this many the id counts as unknown.
+_ID_SCAN_TOKENS = 1_000_000
+
+
+def nesting_depth(line: bytes) -> int:
+    """Return the deepest array/object nesting of a JSON text (brackets inside strings excluded)."""
+    brackets = _NOT_BRACKETS.sub(b"", _STRINGS.sub(b"", line))
+    if not brackets:
+        return 0
+    return max(itertools.accumulate(memoryview(brackets.translate(_DEPTH_STEPS)).cast("b")))
+
+
+def _maybe_too_deep(line: bytes) -> bool:
+    # C-speed upper bound: a line cannot nest deeper than it has opening brackets.
+    return line.count(b"[") + line.count(b"{") > MAX_DEPTH and nesting_depth(line) > MAX_DEPTH
+
+
+def _recover_id(line: bytes) -> int | str | None:
+    """The top-level ``id`` of a line that the envelope decoder refused, or ``None``."""
+    depth = 0
+    for match in itertools.islice(_TOKENS.finditer(line), _ID_SCAN_TOKENS):
+        token = match.group()
+        if token[0] != 0x22:  # a run of brackets: one token however deep it goes
+            if depth == 0 and token[0] != 0x7B:
+                return None
+            depth += token.count(b"[") + token.count(b"{") - token.count(b"]") - token.count(b"}")
+            if depth <= 0:
+                return None
+        elif depth == 1 and token == b'"id"':
+            value = _ID_VALUE.match(line, match.end())
+            if value is None:
+                continue
+            try:
+                id_: int | str | None = _ID.decode(value.group(1))
+            except msgspec.DecodeError:
+                return None
+            return id_
+    return None
+
+
+def _without_surrogates(line: bytes) -> bytes:
+    return _SURROGATE_ESCAPES.sub(lambda m: m.group() if m.group() == b"\\\\" else b"\\ufffd", line)
 
 
 @dataclass(frozen=True)
@@ -77,70 +144,96 @@ class Cancel:
     id: int | str
 
 
-@dataclass(frozen=True)
-class Resolve:
-    """The answer to our own request ``id``: ``result`` raw JSON, or ``error``."""
-
-    id: int | str
-    result: msgspec.Raw | None
-    error: dict[str, Any] | None
-
-
-Action = Send | Dispatch | Cancel | Resolve
+Action = Send | Dispatch | Cancel
 
 
 def _error_line(id_: int | str | None, code: int, message: str, data: Any = None) -> bytes:
+    """One error answer line."""
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return _ENCODER.encode({"jsonrpc": "2.0", "id": id_, "error": error}) + b"\n"
 
 
-class RpcConnection:
-    """Per-connection protocol state: in-flight incoming ids and our pending requests."""
+def _named(id_: int | str | None, code: str, message: str) -> Send:
+    return Send(_error_line(id_, INVALID_REQUEST, f"{code}: {message}", {"code": code}))
 
-    def __init__(self, ids: Iterator[int] | None = None) -> None:
-        self._ids = ids if ids is not None else itertools.count(1)
+
+class RpcConnection:
+    """Per-connection protocol state: the incoming requests in flight and the cancelled ones."""
+
+    def __init__(self) -> None:
         self.incoming: set[int | str] = set()
-        self.outgoing: set[int | str] = set()
         self.cancelled: set[int | str] = set()
 
     def feed(self, line: bytes) -> list[Action]:
         """Interpret one received line (without its newline)."""
+        if _maybe_too_deep(line):
+            return [
+                _named(
+                    _recover_id(line),
+                    "NESTING_TOO_DEEP",
+                    f"the message nests arrays/objects deeper than {MAX_DEPTH} levels; send a flatter value",
+                )
+            ]
         try:
             envelope = _ENVELOPE.decode(line)
-        except msgspec.DecodeError:
-            try:
-                value = msgspec.json.decode(line)
-            except msgspec.DecodeError:
-                return [Send(_error_line(None, PARSE_ERROR, "parse error: the line is not JSON"))]
-            # Answer with the request's own id when it has one, so the peer's call settles.
-            id_ = value.get("id") if isinstance(value, dict) else None
-            if not isinstance(id_, int | str) or isinstance(id_, bool):
-                id_ = None
-            return [Send(_error_line(id_, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))]
+        except (msgspec.DecodeError, RecursionError):
+            return [self._malformed(line)]
         if envelope.jsonrpc != "2.0":
-            return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: jsonrpc must be \"2.0\""))]
+            return [Send(_error_line(envelope.id, INVALID_REQUEST, 'invalid request: jsonrpc must be "2.0"'))]
         if envelope.method is None:
-            if envelope.id is None or envelope.id not in self.outgoing:
+            if envelope.result is not msgspec.UNSET or envelope.error is not msgspec.UNSET:
+                # A response: the sidecar sends no requests, and responses are never answered.
                 return []
-            self.outgoing.discard(envelope.id)
-            result = None if envelope.error is not None else envelope.result
-            return [Resolve(envelope.id, result, envelope.error)]
-        if envelope.method == "$/cancelRequest":
-            try:
-                target = _CANCEL.decode(envelope.params).id
-            except msgspec.DecodeError:
-                return []
-            if target not in self.incoming:
-                return []
-            self.cancelled.add(target)
-            return [Cancel(target)]
+            return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: method must be a string"))]
+        if envelope.method == CANCEL_METHOD:
+            return self._cancel(envelope)
         if envelope.id is not None:
             if envelope.id in self.incoming:
                 return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: id already in flight"))]
             self.incoming.add(envelope.id)
         return [Dispatch(envelope.id, envelope.method, envelope.params)]
+
+    def _cancel(self, envelope: _Envelope) -> list[Action]:
+        # Normally a notification; sent as a request it is carried out and answered null.
+        actions: list[Action] = []
+        try:
+            target: int | str | None = _CANCEL.decode(envelope.params).id
+        except msgspec.DecodeError as exc:
+            if envelope.id is not None:
+                return [Send(_error_line(envelope.id, INVALID_PARAMS, f"invalid params for {CANCEL_METHOD}: {exc}"))]
+            target = None
+        if target is not None and target in self.incoming:
+            self.cancelled.add(target)
+            actions.append(Cancel(target))
+        if envelope.id is not None:
+            actions.append(Send(_ENCODER.encode({"jsonrpc": "2.0", "id": envelope.id, "result": None}) + b"\n"))
+        return actions
+
+    def _malformed(self, line: bytes) -> Send:
+        try:
+            value = msgspec.json.decode(line)
+        except RecursionError:
+            return _named(_recover_id(line), "NESTING_TOO_DEEP", f"the message nests deeper than {MAX_DEPTH} levels")
+        except msgspec.DecodeError:
+            if _SURROGATE_ESCAPES.search(line) is not None:
+                try:
+                    msgspec.json.decode(_without_surrogates(line))
+                except msgspec.DecodeError:
+                    pass
+                else:
+                    return _named(
+                        _recover_id(line),
+                        "LONE_SURROGATE",
+                        "a string has a \\uD800-\\uDFFF escape that is not half of a pair; send valid Unicode",
+                    )
+            return Send(_error_line(None, PARSE_ERROR, "parse error: the line is not JSON"))
+        # Answer with the request's own id when it has one, so the peer's call settles.
+        id_ = value.get("id") if isinstance(value, dict) else None
+        if not isinstance(id_, int | str) or isinstance(id_, bool):
+            id_ = None
+        return Send(_error_line(id_, INVALID_REQUEST, "invalid request: not a JSON-RPC 2.0 message"))
 
     def respond(self, id_: int | str, result: Any) -> Send:
         """Answer incoming request ``id_`` with ``result`` (any msgspec-encodable value)."""
@@ -157,17 +250,6 @@ class RpcConnection:
             self.cancelled.discard(id_)
             return Send(_error_line(id_, CANCELLED, "request cancelled"))
         return Send(_error_line(id_, code, message, data))
-
-    def request(self, method: str, params: Any) -> tuple[int, Send]:
-        """Start an outgoing request; the ``Resolve`` for its id comes from ``feed``."""
-        id_ = next(self._ids)
-        self.outgoing.add(id_)
-        line = _ENCODER.encode({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
-        return id_, Send(line + b"\n")
-
-    def notify(self, method: str, params: Any) -> Send:
-        """Build an outgoing notification."""
-        return Send(_ENCODER.encode({"jsonrpc": "2.0", "method": method, "params": params}) + b"\n")
 
     @staticmethod
     def protocol_error(message: str) -> Send:

@@ -12,22 +12,27 @@ from typing import Any, Literal
 
 import msgspec
 
+from python_core.errors import ProtocolError
 from python_core.mock.plan import MockStatus
 from python_core.subagent_cassette import CallHandle, RunOutcome, StartRequest, UpstreamFacts
 from python_core.subagent_cassette.format import Outcome
 from python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
+    "INITIALIZE",
     "METHODS",
-    "NODE_TO_PY",
     "PROTOCOL_VERSION",
+    "AlreadyInitialized",
     "CancelParams",
     "CancelResult",
     "Empty",
     "ExecuteDecision",
     "ExecuteParams",
+    "Hook",
+    "HookNotEnabled",
     "InitializeParams",
     "InitializeResult",
+    "Lifecycle",
     "LlmResponse",
     "LlmStreamParams",
     "Method",
@@ -36,6 +41,7 @@ __all__ = [
     "ModelDecision",
     "ModelRecordedParams",
     "ModelRequestParams",
+    "NotInitialized",
     "PostExecuteDecision",
     "PostExecuteParams",
     "PreStepParams",
@@ -56,7 +62,6 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION = 1
-NODE_TO_PY = "node->python"
 
 
 class _Closed(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -326,31 +331,122 @@ class Empty(_Closed):
     """An empty result."""
 
 
+Hook = Literal["tools", "llm", "subagent", "model"]
+
+
 @dataclass(frozen=True)
 class Method:
-    """One row of the method table."""
+    """One row of the method table: everything dispatch needs to know about a method.
+
+    ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows run in the reader, in
+    arrival order (the order the cassettes number): the per-call hooks, plain functions, and
+    ``initialize``, awaited (nothing is read before the handshake is answered). The others run
+    as tasks that may wait and can be cancelled. A method with a ``hook`` may
+    arrive only after ``initialize`` enabled that hook group; ``result`` ``None`` marks a
+    notification.
+    """
 
     params: type[msgspec.Struct]
     result: type[msgspec.Struct] | None
-    direction: str = NODE_TO_PY
+    handler: str
+    inline: bool = True
+    hook: Hook | None = None
 
+
+INITIALIZE = "initialize"
 
 METHODS: dict[str, Method] = {
-    "initialize": Method(InitializeParams, InitializeResult),
-    "shutdown": Method(ShutdownParams, ShutdownResult),
-    "tools/execute": Method(ExecuteParams, ExecuteDecision),
-    "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision),
-    "tools/result": Method(ResultParams, None),
-    "llm/stream": Method(LlmStreamParams, LlmResponse),
-    "mock/pre-step": Method(PreStepParams, PreStepResult),
-    "mock/route": Method(RouteParams, RouteResult),
-    "mock/command": Method(MockCommandParams, MockCommandResult),
-    "mock/session-end": Method(SessionEndParams, None),
-    "subagent/hello": Method(UpstreamFacts, Empty),
-    "subagent/start": Method(StartRequest, SubagentDecision),
-    "subagent/published": Method(SubagentPublishedParams, None),
-    "subagent/outcome": Method(SubagentOutcomeParams, Empty),
-    "mock/cancel": Method(CancelParams, CancelResult),
-    "model/request": Method(ModelRequestParams, ModelDecision),
-    "model/recorded": Method(ModelRecordedParams, Empty),
+    INITIALIZE: Method(InitializeParams, InitializeResult, "initialize"),
+    "shutdown": Method(ShutdownParams, ShutdownResult, "shutdown", inline=False),
+    "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
+    "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),
+    "tools/result": Method(ResultParams, None, "tools_result", hook="tools"),
+    "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", inline=False, hook="llm"),
+    "mock/pre-step": Method(PreStepParams, PreStepResult, "mock_pre_step", hook="llm"),
+    "mock/route": Method(RouteParams, RouteResult, "mock_route", hook="llm"),
+    "mock/command": Method(MockCommandParams, MockCommandResult, "mock_command", hook="llm"),
+    "mock/session-end": Method(SessionEndParams, None, "mock_session_end", hook="llm"),
+    "mock/cancel": Method(CancelParams, CancelResult, "mock_cancel", hook="llm"),
+    "subagent/hello": Method(UpstreamFacts, Empty, "subagent_hello", hook="subagent"),
+    "subagent/start": Method(StartRequest, SubagentDecision, "subagent_start", hook="subagent"),
+    "subagent/published": Method(SubagentPublishedParams, None, "subagent_published", hook="subagent"),
+    "subagent/outcome": Method(SubagentOutcomeParams, Empty, "subagent_outcome", hook="subagent"),
+    "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),
+    "model/recorded": Method(ModelRecordedParams, Empty, "model_recorded", hook="model"),
 }
+
+
+class NotInitialized(ProtocolError):
+    """A hook arrived before ``initialize`` succeeded."""
+
+    code = "NOT_INITIALIZED"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} arrived before initialize succeeded; send initialize first")
+        self.method = method
+
+
+class AlreadyInitialized(ProtocolError):
+    """A second ``initialize`` on one connection."""
+
+    code = "ALREADY_INITIALIZED"
+
+    def __init__(self) -> None:
+        super().__init__("initialize was already sent on this connection; start a new sidecar to change the config")
+
+
+class HookNotEnabled(ProtocolError):
+    """A hook of a group that ``initialize`` did not enable."""
+
+    code = "HOOK_NOT_ENABLED"
+
+    def __init__(self, method: str, hook: str, enabled: tuple[str, ...]) -> None:
+        names = ", ".join(enabled) or "none"
+        super().__init__(
+            f"{method} belongs to the {hook} hooks, which initialize did not enable (enabled: {names}); "
+            "install only the hooks the initialize reply names"
+        )
+        self.method = method
+        self.hook = hook
+
+
+class Lifecycle:
+    """Which methods the connection admits: ``initialize`` once, then the hooks it enabled.
+
+    States: ``new`` (only ``initialize`` and ``shutdown``), ``initializing`` (the one
+    ``initialize`` runs), ``ready`` (the hooks in ``enabled``) and ``failed`` (``initialize``
+    was refused: hooks stay refused). ``shutdown`` is admitted in every state.
+    """
+
+    def __init__(self) -> None:
+        self.state: Literal["new", "initializing", "ready", "failed"] = "new"
+        self.enabled: tuple[str, ...] = ()
+
+    def admit(self, method: str) -> None:
+        """Check that ``method`` may run now (unknown methods are the dispatcher's to refuse).
+
+        Raises:
+            AlreadyInitialized: a second ``initialize``.
+            NotInitialized: a hook before ``initialize`` succeeded.
+            HookNotEnabled: a hook of a group ``initialize`` did not enable.
+        """
+        if method == INITIALIZE:
+            if self.state != "new":
+                raise AlreadyInitialized
+            self.state = "initializing"
+            return
+        row = METHODS.get(method)
+        if row is None or row.hook is None:
+            return
+        if self.state != "ready":
+            raise NotInitialized(method)
+        if row.hook not in self.enabled:
+            raise HookNotEnabled(method, row.hook, self.enabled)
+
+    def initialized(self, result: object) -> None:
+        """Record the outcome of ``initialize``: its result, or ``None`` when it failed."""
+        if isinstance(result, InitializeResult):
+            self.state = "ready"
+            self.enabled = tuple(result.hooks)
+        else:
+            self.state = "failed"

@@ -1,188 +1,218 @@
-"""The anyio session around ``RpcConnection``: one reader, one writer, a scope per request.
+"""The anyio session around ``RpcConnection``: one reader, one writer, a scope per task.
 
-Incoming requests are dispatched through ``jsonrpcserver`` with a per-connection method
-table. Two kinds of handler:
+The method table (``bridge.protocol.METHODS``) drives dispatch: each row names the handler
+method of the target object, whether it runs inline and which hook group it belongs to.
 
-- async handlers (waits, slow work) run in the connection's task group, each under its own
-  ``CancelScope``, so ``$/cancelRequest`` cancels exactly that request;
-- inline handlers (the per-call hooks: plain, fast, never awaiting) run in the reader itself,
-  in arrival order, with no task per call: that order is the call order the cassettes number.
+- inline rows (the per-call hooks: plain, fast, never awaiting) run in the reader itself, in
+  arrival order, with no task per call: that order is the call order the cassettes number.
+  They are dispatched directly, not through ``jsonrpcserver`` (docs/protocol.md gives the
+  measurement). ``initialize`` is inline too: the reader awaits it, so nothing is read before
+  the handshake is answered, and the answer does not wait for ``jsonrpcserver`` to import;
+- task rows (``shutdown``, ``llm/stream``: they may wait) are dispatched through
+  ``jsonrpcserver``'s public async API, each in its own task under its own ``CancelScope``, so
+  ``$/cancelRequest`` cancels exactly that request. ``jsonrpcserver`` is imported in a worker
+  thread right after the handshake, while the host finishes booting.
+
+Answers produced while handling one received chunk leave in one write; the write goes straight
+to the pipe when nothing is queued, else through the single writer task, in order.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
-from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from jsonrpcserver import Error, Result, Success
-from jsonrpcserver.async_main import dispatch_to_response
-from jsonrpcserver.main import dispatch_to_response as dispatch_inline
-from oslash.either import Left  # type: ignore[import-untyped]
 
 from bridge.connection import (
     INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     SERVER_ERROR,
     Cancel,
     Dispatch,
-    Resolve,
     RpcConnection,
     Send,
 )
-from bridge.protocol import METHODS
+from bridge.protocol import INITIALIZE, METHODS, Lifecycle
+from bridge.stdio import FdSendStream
 from python_core.errors import SidecarError
 
-__all__ = ["MAX_LINE", "Handler", "InlineHandler", "PeerError", "Server"]
+if TYPE_CHECKING:
+    from jsonrpcserver import Result
 
+__all__ = ["MAX_LINE", "Server"]
+
+# Longest line accepted, newline excluded: a line of exactly MAX_LINE bytes is served.
 MAX_LINE = 64 * 1024 * 1024
 
-Handler = Callable[[Any], Awaitable[msgspec.Struct | None]]
-InlineHandler = Callable[[Any], msgspec.Struct | None]
+_Task = Callable[[msgspec.Raw], Awaitable["Result"]]
 
 
-def _incident(exc: BaseException) -> tuple[int, str, dict[str, str]]:
+def _import_jsonrpcserver() -> None:
+    # Imported off the handshake's path (it costs about a third of the start-up: jsonschema,
+    # oslash): a worker thread imports it while the host finishes booting.
+    importlib.import_module("jsonrpcserver")
+
+
+class _Failure:
+    """An error answer: JSON-RPC ``code``, ``message`` and ``data``."""
+
+    __slots__ = ("code", "data", "message")
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def _incident(exc: BaseException) -> _Failure:
     incident = uuid.uuid4().hex[:12]
     sys.stderr.write(f"dsh-sidecar: incident {incident}\n")
     traceback.print_exception(exc, file=sys.stderr)
-    return SERVER_ERROR, f"INTERNAL: internal error, incident {incident} (traceback on stderr)", {
-        "code": "INTERNAL",
-        "incident": incident,
-    }
+    return _Failure(
+        SERVER_ERROR,
+        f"INTERNAL: internal error, incident {incident} (traceback on stderr)",
+        {"code": "INTERNAL", "incident": incident},
+    )
 
 
-def _failure(exc: Exception) -> Result:
+def _failure(exc: Exception) -> _Failure:
     if isinstance(exc, SidecarError):
-        return Error(SERVER_ERROR, str(exc), exc.to_wire())
-    code, message, data = _incident(exc)
-    return Error(code, message, data)
+        return _Failure(SERVER_ERROR, str(exc), exc.to_wire())
+    return _incident(exc)
 
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+def _invalid_params(method: str, exc: Exception) -> _Failure:
+    if isinstance(exc, RecursionError):
+        message = f"NESTING_TOO_DEEP: invalid params for {method}: nesting too deep"
+        return _Failure(INVALID_PARAMS, message, {"code": "NESTING_TOO_DEEP"})
+    return _Failure(INVALID_PARAMS, f"invalid params for {method}: {exc}")
 
 
-def _with_signature(fn: _F) -> _F:
-    # jsonrpcserver checks arguments with inspect.signature() on every call; a precomputed
-    # __signature__ is returned as is (about 30 us saved per call).
-    fn.__signature__ = inspect.signature(fn)  # type: ignore[attr-defined]
-    return fn
+def _inline(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Any]) -> Callable[[msgspec.Raw], Any]:
+    decoder = msgspec.json.Decoder(params)
+    if inspect.iscoroutinefunction(handler):
+        return _inline_awaited(method, decoder, handler)
 
-
-def _wrap(method: str, handler: Handler) -> Callable[[Any, msgspec.Raw], Awaitable[Result]]:
-    decoder = msgspec.json.Decoder(METHODS[method].params)
-
-    async def run(_context: Any, raw: msgspec.Raw) -> Result:
+    def run(raw: msgspec.Raw) -> Any:
         try:
-            params = decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            return Error(INVALID_PARAMS, f"invalid params for {method}: {exc}")
+            decoded = decoder.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return _invalid_params(method, exc)
         try:
-            return Success(await handler(params))
+            return handler(decoded)
+        except Exception as exc:
+            return _failure(exc)
+
+    return run
+
+
+def _inline_awaited(
+    method: str, decoder: msgspec.json.Decoder[Any], handler: Callable[[Any], Awaitable[Any]]
+) -> Callable[[msgspec.Raw], Awaitable[Any]]:
+    """An inline row with a coroutine handler: the reader awaits it."""
+
+    async def run(raw: msgspec.Raw) -> Any:
+        try:
+            decoded = decoder.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            return _invalid_params(method, exc)
+        try:
+            return await handler(decoded)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as exc:
             return _failure(exc)
 
-    return _with_signature(run)
+    return run
 
 
-def _wrap_inline(method: str, handler: InlineHandler) -> Callable[[Any, msgspec.Raw], Result]:
-    decoder = msgspec.json.Decoder(METHODS[method].params)
+def _task(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Awaitable[Any]]) -> _Task:
+    decoder = msgspec.json.Decoder(params)
 
-    def run(_context: Any, raw: msgspec.Raw) -> Result:
+    async def run(raw: msgspec.Raw) -> Result:
+        from jsonrpcserver import Error, Success
+
         try:
-            params = decoder.decode(raw)
-        except msgspec.DecodeError as exc:
-            return Error(INVALID_PARAMS, f"invalid params for {method}: {exc}")
+            decoded = decoder.decode(raw)
+        except (msgspec.DecodeError, RecursionError) as exc:
+            failure = _invalid_params(method, exc)
+            return Error(failure.code, failure.message, failure.data)
         try:
-            return Success(handler(params))
+            return Success(await handler(decoded))
+        except anyio.get_cancelled_exc_class():
+            raise
         except Exception as exc:
-            return _failure(exc)
+            failure = _failure(exc)
+            return Error(failure.code, failure.message, failure.data)
 
-    return _with_signature(run)
-
-
-def _request(action: Dispatch) -> dict[str, Any]:
-    # The envelope is already decoded: hand jsonrpcserver the request object, params as one
-    # positional Raw argument (our handlers decode it with their Struct).
-    request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
-    if action.id is not None:
-        request["id"] = action.id
-    return request
+    return run
 
 
 class Server:
-    """Serve one connection until the peer closes its end."""
+    """Serve one connection for ``target`` (whose methods the table names) until end of input."""
 
-    def __init__(
-        self,
-        handlers: dict[str, Handler],
-        *,
-        inline: dict[str, InlineHandler] | None = None,
-        max_line: int = MAX_LINE,
-    ) -> None:
+    def __init__(self, target: object, *, max_line: int = MAX_LINE) -> None:
         self.conn = RpcConnection()
+        self.lifecycle = Lifecycle()
         self.max_line = max_line
-        self._methods = {name: _wrap(name, fn) for name, fn in handlers.items()}
-        self._inline = {name: _wrap_inline(name, fn) for name, fn in (inline or {}).items()}
+        self._inline: dict[str, Callable[[msgspec.Raw], Any]] = {}
+        # jsonrpcserver's method table, built per connection (no module-global registry).
+        self._tasks: dict[str, _Task] = {}
+        for name, row in METHODS.items():
+            handler = getattr(target, row.handler, None)
+            if handler is None:
+                continue
+            if row.inline:
+                self._inline[name] = _inline(name, row.params, handler)
+            else:
+                self._tasks[name] = _task(name, row.params, handler)
         self._scopes: dict[int | str, anyio.CancelScope] = {}
-        self._pending: dict[int | str, _Waiter] = {}
         self._outbox: MemoryObjectSendStream[bytes] | None = None
-        self._reading = True
-
-    async def call(self, method: str, params: Any) -> msgspec.Raw:
-        """Send a request to the peer and wait for its answer.
-
-        Raises:
-            PeerError: the peer answered with an error object, or closed its end first.
-        """
-        if self._outbox is None:
-            raise anyio.ClosedResourceError
-        if not self._reading:
-            raise PeerError(_closed_before(method))
-        id_, send = self.conn.request(method, params)
-        waiter = _Waiter(method)
-        self._pending[id_] = waiter
-        try:
-            await self._outbox.send(send.data)
-            await waiter.done.wait()
-        finally:
-            self._pending.pop(id_, None)
-        if waiter.error is not None:
-            raise PeerError(str(waiter.error.get("message", "peer error")))
-        return waiter.result
+        self._direct: FdSendStream | None = None
+        self._queued = 0
+        self._broken = False
 
     async def serve(self, receive: ByteReceiveStream, send: ByteSendStream) -> None:
-        """Read lines, dispatch, write answers; return on end of input."""
+        """Read lines, dispatch, write answers; return on end of input once every task answered."""
         outbox, inbox = anyio.create_memory_object_stream[bytes](1024)
+        self._outbox = outbox
+        self._direct = send if isinstance(send, FdSendStream) else None
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._write_lines, inbox, send)
-            # Each request task holds its own clone of the outbox: the writer drains until the
-            # reader and every in-flight request have closed theirs (EOF waits for answers).
-            self._outbox = outbox
             async with outbox:
-                await self._read_lines(BufferedByteReceiveStream(receive), outbox, tg)
-                # No answer can arrive any more: fail our pending calls instead of hanging the
-                # handlers that wait on them (and, through their outbox clones, serve itself).
-                self._reading = False
-                for waiter in self._pending.values():
-                    waiter.error = {"code": SERVER_ERROR, "message": _closed_before(waiter.method)}
-                    waiter.done.set()
+                async with anyio.create_task_group() as requests:
+                    await self._read_lines(receive, requests)
 
-    async def _write_lines(
-        self, inbox: MemoryObjectReceiveStream[bytes], send: ByteSendStream
-    ) -> None:
-        # Lines queued while the previous write ran go out in one write: under concurrent load
-        # that halves the syscalls per answer. After the peer stops reading, keep draining (and
-        # dropping) so that the reader and the handlers never block or crash on the outbox.
-        broken = False
+    async def _emit(self, data: bytes) -> None:
+        """Write answer bytes: straight to the pipe when nothing is queued, else via the writer."""
+        if self._broken:
+            return
+        if self._queued == 0 and self._direct is not None:
+            try:
+                written = self._direct.send_nowait(data)
+            except anyio.BrokenResourceError:
+                self._broken = True
+                return
+            if written == len(data):
+                return
+            data = data[written:]
+        assert self._outbox is not None
+        self._queued += 1
+        await self._outbox.send(data)
+
+    async def _write_lines(self, inbox: MemoryObjectReceiveStream[bytes], send: ByteSendStream) -> None:
+        # Lines queued while the previous write ran go out in one write. After the peer stops
+        # reading, keep draining (and dropping) so that nobody blocks on the outbox.
         async with inbox:
             async for data in inbox:
                 chunks = [data]
@@ -191,106 +221,149 @@ class Server:
                         chunks.append(inbox.receive_nowait())
                     except (anyio.WouldBlock, anyio.EndOfStream):
                         break
-                if broken:
-                    continue
-                try:
-                    await send.send(data if len(chunks) == 1 else b"".join(chunks))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    broken = True
+                if not self._broken:
+                    try:
+                        await send.send(data if len(chunks) == 1 else b"".join(chunks))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        self._broken = True
+                self._queued -= len(chunks)
 
-    async def _read_lines(
-        self, stream: BufferedByteReceiveStream, outbox: MemoryObjectSendStream[bytes], tg: TaskGroup
-    ) -> None:
+    async def _read_lines(self, receive: ByteReceiveStream, tg: TaskGroup) -> None:
+        held: list[bytes] = []  # the start of a line whose newline has not arrived yet
+        held_size = 0
         while True:
             try:
-                line = await stream.receive_until(b"\n", self.max_line)
-            except anyio.IncompleteRead:
+                chunk = await receive.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
-            except anyio.EndOfStream:
-                return
-            except anyio.DelimiterNotFound:
-                await outbox.send(
-                    self.conn.protocol_error(f"line longer than {self.max_line} bytes").data
-                )
-                return
-            if not line.strip():
-                continue
-            for action in self.conn.feed(line):
-                if isinstance(action, Send):
-                    await outbox.send(action.data)
-                elif isinstance(action, Dispatch) and action.method in self._inline:
-                    answer = self._run_inline(action)
-                    if answer is not None:
-                        await outbox.send(answer)
-                elif isinstance(action, Dispatch):
-                    scope = anyio.CancelScope()
-                    if action.id is not None:
-                        self._scopes[action.id] = scope
-                    tg.start_soon(self._run, action, scope, outbox.clone())
-                elif isinstance(action, Cancel):
-                    target = self._scopes.get(action.id)
-                    if target is not None:
-                        target.cancel()
-                elif isinstance(action, Resolve):
-                    waiter = self._pending.get(action.id)
-                    if waiter is not None:
-                        waiter.result = action.result or msgspec.Raw(b"null")
-                        waiter.error = action.error
-                        waiter.done.set()
+            answers: list[bytes] = []
+            start = 0
+            if held:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    held.append(chunk)
+                    held_size += len(chunk)
+                    if held_size > self.max_line:
+                        await self._too_long()
+                        return
+                    continue
+                held.append(chunk[:newline])
+                line = b"".join(held)
+                held, held_size, start = [], 0, newline + 1
+                if len(line) > self.max_line:
+                    await self._too_long()
+                    return
+                await self._handle(line, answers, tg)
+            while (newline := chunk.find(b"\n", start)) >= 0:
+                if newline - start > self.max_line:
+                    await self._emit(b"".join(answers))
+                    await self._too_long()
+                    return
+                await self._handle(chunk[start:newline], answers, tg)
+                start = newline + 1
+            if start < len(chunk):
+                held.append(chunk[start:] if start else chunk)
+                held_size = len(chunk) - start
+                if held_size > self.max_line:
+                    await self._emit(b"".join(answers))
+                    await self._too_long()
+                    return
+            if answers:
+                await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
 
-    async def _run(
-        self, action: Dispatch, scope: anyio.CancelScope, outbox: MemoryObjectSendStream[bytes]
-    ) -> None:
-        request = _request(action)
-        async with outbox:
-            response: Any = None
-            with scope:
-                response = await dispatch_to_response(
-                    "", self._methods, context=None, deserializer=lambda _: request, validator=lambda r: r
-                )
-            if action.id is None:
-                return
-            self._scopes.pop(action.id, None)
-            if scope.cancelled_caught:
-                response = None
-            await outbox.send(self._answer(action.id, response))
+    async def _too_long(self) -> None:
+        # Reading stops: the rest of the line cannot be framed, and buffering it has no bound.
+        await self._emit(self.conn.protocol_error(f"line longer than {self.max_line} bytes").data)
 
-    def _run_inline(self, action: Dispatch) -> bytes | None:
-        """Run an inline handler to completion; return its answer line (none for notifications)."""
-        request = _request(action)
-        response = dispatch_inline(
-            "", self._inline, context=None, deserializer=lambda _: request, validator=lambda r: r
-        )
-        return None if action.id is None else self._answer(action.id, response)
+    async def _handle(self, line: bytes, answers: list[bytes], tg: TaskGroup) -> None:
+        if not line or line.isspace():
+            return
+        for action in self.conn.feed(line):
+            if isinstance(action, Send):
+                answers.append(action.data)
+            elif isinstance(action, Cancel):
+                scope = self._scopes.get(action.id)
+                if scope is not None:
+                    scope.cancel()
+            else:
+                answer = self._dispatch(action, tg)
+                if isinstance(answer, bytes):
+                    answers.append(answer)
+                elif answer is not None:
+                    awaited = await answer
+                    if awaited is not None:
+                        answers.append(awaited)
 
-    def _answer(self, id_: int | str, response: Any) -> bytes:
-        """The answer line for jsonrpcserver's ``response`` (``None``: the request was cancelled)."""
-        if response is None:
-            return self.conn.respond_error(id_, SERVER_ERROR, "cancelled").data
-        if isinstance(response, Left):
-            error = response._error
-            return self.conn.respond_error(id_, error.code, error.message, _data(error.data)).data
-        return self.conn.respond(id_, response._value.result).data
+    def _dispatch(self, action: Dispatch, tg: TaskGroup) -> bytes | Awaitable[bytes | None] | None:
+        """Run an inline method, or start a task; return the answer line known now, if any.
 
+        An inline coroutine handler (``initialize``) comes back as an awaitable of its answer.
+        """
+        method = action.method
+        if method == INITIALIZE and action.id is None:
+            return None  # a notification could not tell the shim which hooks to install
+        if method in METHODS:
+            try:
+                self.lifecycle.admit(method)
+            except SidecarError as exc:
+                return self._refuse(action, INVALID_REQUEST, str(exc), exc.to_wire())
+        inline = self._inline.get(method)
+        if inline is None and method not in self._tasks:
+            return self._refuse(action, METHOD_NOT_FOUND, f"method not found: {method[:100]}")
+        if inline is None:
+            scope = anyio.CancelScope()
+            if action.id is not None:
+                self._scopes[action.id] = scope
+            tg.start_soon(self._run, action, scope)
+            return None
+        result = inline(action.params)
+        if inspect.isawaitable(result):
+            return self._awaited(action, result, tg)
+        return self._answer(action, result)
 
-class PeerError(SidecarError):
-    """The shim answered one of our requests with an error."""
+    def _answer(self, action: Dispatch, result: Any) -> bytes | None:
+        if action.id is None:
+            return None
+        if isinstance(result, _Failure):
+            return self.conn.respond_error(action.id, result.code, result.message, result.data).data
+        return self.conn.respond(action.id, result).data
 
-    code = "PEER_ERROR"
+    async def _awaited(self, action: Dispatch, pending: Awaitable[Any], tg: TaskGroup) -> bytes | None:
+        result = await pending
+        if action.method == INITIALIZE:
+            self.lifecycle.initialized(None if isinstance(result, _Failure) else result)
+            tg.start_soon(anyio.to_thread.run_sync, _import_jsonrpcserver)
+        return self._answer(action, result)
 
+    def _refuse(self, action: Dispatch, code: int, message: str, data: Any = None) -> bytes | None:
+        if action.id is None:
+            return None
+        return self.conn.respond_error(action.id, code, message, data).data
 
-class _Waiter:
-    def __init__(self, method: str) -> None:
-        self.method = method
-        self.done = anyio.Event()
-        self.result: msgspec.Raw = msgspec.Raw(b"null")
-        self.error: dict[str, Any] | None = None
+    async def _run(self, action: Dispatch, scope: anyio.CancelScope) -> None:
+        request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
+        if action.id is not None:
+            request["id"] = action.id
+        from jsonrpcserver import async_dispatch_to_serializable
 
-
-def _closed_before(method: str) -> str:
-    return f"the peer closed its end before answering {method}"
-
-
-def _data(data: Any) -> Any:
-    # jsonrpcserver uses a NODATA sentinel; only real dicts travel.
-    return data if isinstance(data, dict) else None
+        response: Any = None
+        with scope:
+            # The envelope is decoded and checked already: jsonrpcserver gets the request object
+            # (its deserializer and validator hooks), params as one positional Raw argument.
+            response = await async_dispatch_to_serializable(
+                "", self._tasks, deserializer=lambda _: request, validator=lambda r: r
+            )
+        if action.id is None:
+            return
+        self._scopes.pop(action.id, None)
+        if scope.cancelled_caught or response is None:
+            answer = self.conn.respond_error(action.id, SERVER_ERROR, "cancelled")
+        elif "error" in response:
+            error = response["error"]
+            data = error.get("data")
+            answer = self.conn.respond_error(
+                action.id, error["code"], error["message"], data if isinstance(data, dict) else None
+            )
+        else:
+            answer = self.conn.respond(action.id, response["result"])
+        await self._emit(answer.data)

@@ -44,7 +44,6 @@ from bridge.protocol import (
     SubagentPublishedParams,
 )
 from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
-from bridge.server import Handler, InlineHandler
 from bridge.subagent_hooks import SubagentHooks
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
@@ -82,33 +81,6 @@ class Sidecar:
         # The run report's inputs, kept only when a report is configured.
         self._sessions: dict[str, None] = {}
         self._calls: list[CallPath] = []
-
-    def handlers(self) -> dict[str, Handler]:
-        """The async methods: they may wait (and be cancelled)."""
-        return {
-            "initialize": self.initialize,
-            "shutdown": self.shutdown,
-            "llm/stream": self.llm_stream,
-        }
-
-    def inline_handlers(self) -> dict[str, InlineHandler]:
-        """The per-call hooks: fast, never awaiting, run in arrival order."""
-        return {
-            "tools/execute": self.tools_execute,
-            "tools/post-execute": self.tools_post_execute,
-            "tools/result": self.tools_result,
-            "mock/pre-step": self.mock_pre_step,
-            "mock/route": self.mock_route,
-            "mock/command": self.mock_command,
-            "mock/session-end": self.mock_session_end,
-            "mock/cancel": self.mock_cancel,
-            "subagent/hello": self.subagent_hello,
-            "subagent/start": self.subagent_start,
-            "subagent/published": self.subagent_published,
-            "subagent/outcome": self.subagent_outcome,
-            "model/request": self.model_request,
-            "model/recorded": self.model_recorded,
-        }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         """Check the protocol, parse the config and open the configured features."""

@@ -47,6 +47,19 @@ class FdSendStream(ByteSendStream):
         self._fd = fd
         os.set_blocking(fd, False)
 
+    def send_nowait(self, item: bytes) -> int:
+        """Write what the pipe takes now, without waiting; return the number of bytes written.
+
+        Raises:
+            anyio.BrokenResourceError: the reading end is closed.
+        """
+        try:
+            return os.write(self._fd, item)
+        except BlockingIOError:
+            return 0
+        except BrokenPipeError:
+            raise anyio.BrokenResourceError from None
+
     async def send(self, item: bytes) -> None:
         """Write all of ``item``."""
         view = memoryview(item)

@@ -1,11 +1,14 @@
 // @ts-check
 /**
- * JSON-RPC 2.0 over a child's stdio, one message per line, both directions.
- * Mechanics only: framing, ids, pending map, cancellation. No decisions.
+ * JSON-RPC 2.0 over a child's stdio, one message per line. Only the shim sends requests and
+ * notifications; the sidecar only answers. Mechanics only: framing, ids, pending map,
+ * cancellation. No decisions.
  */
 
 /** @typedef {{ code: number, message: string, data?: { code?: string, hint?: string } }} RpcErrorObject */
-/** @typedef {(params: any) => Promise<any>} Handler */
+
+/** Longest line accepted from the sidecar (its own cap for the lines it reads, 64 MiB). */
+export const MAX_LINE = 64 * 1024 * 1024
 
 export class SidecarUnavailable extends Error {
   /** @param {string} message */
@@ -32,11 +35,9 @@ export class Rpc {
   /**
    * @param {import('node:stream').Writable} output
    * @param {import('node:stream').Readable} input
-   * @param {Record<string, Handler>} handlers requests and notifications the peer may send us
    */
-  constructor(output, input, handlers = {}) {
+  constructor(output, input) {
     this.output = output
-    this.handlers = handlers
     /** @type {Map<number, {resolve: (v: any) => void, reject: (e: Error) => void}>} */
     this.pending = new Map()
     this.nextId = 1
@@ -48,11 +49,17 @@ export class Rpc {
     input.setEncoding('utf8')
     input.on('data', (/** @type {string} */ chunk) => {
       buffer += chunk
+      let start = 0
       let newline
-      while ((newline = buffer.indexOf('\n')) >= 0) {
-        const line = buffer.slice(0, newline)
-        buffer = buffer.slice(newline + 1)
-        if (line.length > 0) this.receive(line)
+      while ((newline = buffer.indexOf('\n', start)) >= 0) {
+        if (newline > start) this.receive(buffer.slice(start, newline))
+        start = newline + 1
+      }
+      buffer = start === 0 ? buffer : buffer.slice(start)
+      // The sidecar's own cap: an answer can never be longer, so this is a broken stream.
+      if (buffer.length > MAX_LINE) {
+        buffer = ''
+        this.fail(new SidecarUnavailable(`the sidecar wrote a line longer than ${MAX_LINE} characters`))
       }
     })
     output.on('error', (error) => this.fail(new SidecarUnavailable(`write failed: ${error.message}`)))
@@ -67,32 +74,13 @@ export class Rpc {
       this.fail(new SidecarUnavailable('the sidecar wrote a line that is not JSON on the protocol stream'))
       return
     }
-    if (message.method !== undefined) {
-      this.dispatch(message)
-      return
-    }
+    // Only answers travel this way: anything else (a request, a stray id) settles nothing.
+    if (message === null || typeof message !== 'object' || message.method !== undefined) return
     const waiter = this.pending.get(message.id)
     if (waiter === undefined) return
     this.pending.delete(message.id)
     if (message.error !== undefined) waiter.reject(new RemoteError(message.error))
     else waiter.resolve(message.result)
-  }
-
-  /** @param {{id?: number, method: string, params?: any}} message */
-  async dispatch(message) {
-    const handler = this.handlers[message.method]
-    if (message.id === undefined) {
-      if (handler !== undefined) handler(message.params).catch(() => {})
-      return
-    }
-    try {
-      if (handler === undefined) throw Object.assign(new Error(`unknown method ${message.method}`), { rpcCode: -32601 })
-      const result = await handler(message.params)
-      this.write({ jsonrpc: '2.0', id: message.id, result: result ?? null })
-    } catch (error) {
-      const e = /** @type {any} */ (error)
-      this.write({ jsonrpc: '2.0', id: message.id, error: { code: e.rpcCode ?? -32000, message: String(e.message ?? e) } })
-    }
   }
 
   /** @param {object} message */

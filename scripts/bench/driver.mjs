@@ -4,6 +4,9 @@
  *   node driver.mjs floor   <python> <echo.py>        bare line echo (the transport floor)
  *   node driver.mjs bridge  <python> <root> <tmpdir>  tools/execute via node_shim/rpc.js
  *   node driver.mjs startup <python> <root> <tmpdir>  spawn -> initialize reply
+ *   node driver.mjs cancel  <python> <root> <tmpdir>  $/cancelRequest latency while 32 calls record
+ * BENCH_BYTECODE=keep leaves PYTHONDONTWRITEBYTECODE as the environment has it (the shim
+ * clears it); PYTHONPATH in the environment picks the sidecar checkout under test.
  */
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -16,6 +19,7 @@ const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 10000)
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50000)
 const IN_FLIGHT = 32
 const STARTUPS = Number(process.env.BENCH_STARTUPS ?? 10)
+const PROBES = Number(process.env.BENCH_PROBES ?? 1000)
 
 /** @param {number} i */
 const executeParams = (i) => ({ handle: `h${i}`, path: `root/${i}`, tool: 'weather_lookup', callId: `call_${i}`, args: '{"city":"Paris","unit":"c"}' })
@@ -95,13 +99,14 @@ async function loadRpc(root) {
 }
 
 /** Start `python -m bridge` the way the shim does and finish the handshake. */
-async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n) {
+async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n, config = {}) {
   const t0 = now()
-  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '' } })
+  const bytecode = process.env.BENCH_BYTECODE === 'keep' ? {} : { PYTHONDONTWRITEBYTECODE: '' }
+  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1', ...bytecode } })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   const rpc = new Rpc(child.stdin, child.stdout)
   const reply = await rpc.request('initialize', {
-    protocolVersion: 1, host: {}, config: {}, cwd: tmp, pid: process.pid,
+    protocolVersion: 1, host: {}, config, cwd: tmp, pid: process.pid,
   })
   const handshakeUs = now() - t0
   if (!reply.hooks.includes('tools')) throw new Error(`tools hooks not opened: ${JSON.stringify(reply)}`)
@@ -138,7 +143,48 @@ async function startup() {
   return summary(us)
 }
 
-const modes = { floor, bridge, startup }
+/**
+ * `$/cancelRequest` sent as a request (answered by the reader, like every cancel) while
+ * IN_FLIGHT workers record selected calls (tools/execute, post-execute, result: fsync per frame).
+ * A bridge that does not answer cancel requests is probed with an unknown method instead.
+ */
+async function cancel() {
+  const Rpc = await loadRpc(arg1)
+  const config = { toolCassette: { mode: 'record', file: `${arg2}/bench.cassette.jsonl`, include: ['weather_lookup'] } }
+  const { rpc, stop } = await startSidecar(Rpc, arg2, 0, config)
+  const probeMethod = await Promise.race([
+    rpc.request('$/cancelRequest', { id: -1 }).then(() => '$/cancelRequest'),
+    new Promise((resolve) => setTimeout(() => resolve('no/such'), 1000)),
+  ])
+  const result = { isError: false, content: [{ type: 'text', text: 'sunny, 21 C' }], value: { sky: 'sunny', celsius: 21 } }
+  let running = true
+  let recorded = 0
+  const worker = async (/** @type {number} */ w) => {
+    for (let i = 0; running; i++) {
+      const params = executeParams(w * 1_000_000 + i)
+      await rpc.request('tools/execute', params)
+      await rpc.request('tools/post-execute', { handle: params.handle, path: params.path, tool: params.tool, result })
+      rpc.notify('tools/result', { handle: params.handle, path: params.path, tool: params.tool, callId: params.callId, result })
+      recorded++
+    }
+  }
+  const workers = Array.from({ length: IN_FLIGHT }, (_, w) => worker(w))
+  const us = []
+  const t0 = now()
+  while (us.length < PROBES) {
+    const p0 = now()
+    await rpc.request(probeMethod, { id: -1 }).catch(() => null)
+    us.push(now() - p0)
+    await new Promise((resolve) => setTimeout(resolve, 2))
+  }
+  const seconds = (now() - t0) / 1e6
+  running = false
+  await Promise.all(workers)
+  await stop()
+  return { ...summary(us), probe: probeMethod, recordedPerSec: recorded / seconds }
+}
+
+const modes = { floor, bridge, startup, cancel }
 const run = modes[/** @type {keyof typeof modes} */ (mode)]
 if (run === undefined) throw new Error(`unknown mode ${mode}`)
 process.stdout.write(JSON.stringify(await run()) + '\n')

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import msgspec
+import pytest
 
 from bridge.connection import (
     CANCELLED,
+    INVALID_PARAMS,
     INVALID_REQUEST,
+    MAX_DEPTH,
     PARSE_ERROR,
     Cancel,
     Dispatch,
-    Resolve,
     RpcConnection,
     Send,
+    nesting_depth,
 )
 
 
@@ -168,61 +170,112 @@ def test_cancel_after_the_answer_is_a_no_op() -> None:
     assert conn.feed(line(method="$/cancelRequest", params={"id": 1})) == []
 
 
-def test_our_requests_take_ids_from_the_injected_counter() -> None:
-    conn = RpcConnection(ids=itertools.count(41))
-    id_, send = conn.request("host/call-next", {"handle": "h"})
-    assert id_ == 41
-    assert sent(send) == {
-        "jsonrpc": "2.0",
-        "id": 41,
-        "method": "host/call-next",
-        "params": {"handle": "h"},
-    }
-    assert conn.request("host/call-next", {})[0] == 42
-    assert conn.outgoing == {41, 42}
-
-
-def test_result_for_our_request_resolves_it_once() -> None:
+def test_a_response_is_never_answered() -> None:
+    # The sidecar sends no requests: a response can only be stray, and responses get no answer.
     conn = RpcConnection()
-    id_, _ = conn.request("host/call-next", {})
-    assert conn.feed(line(id=id_, result={"ok": True})) == [
-        Resolve(id_, msgspec.Raw(b'{"ok":true}'), None)
-    ]
-    assert conn.outgoing == set()
-    assert conn.feed(line(id=id_, result={"ok": True})) == []
-
-
-def test_error_for_our_request_resolves_it_with_the_error_object() -> None:
-    conn = RpcConnection()
-    id_, _ = conn.request("host/call-next", {})
-    error = {"code": -32000, "message": "nope"}
-    assert conn.feed(line(id=id_, error=error)) == [Resolve(id_, None, error)]
-
-
-def test_response_with_an_unknown_id_is_ignored() -> None:
-    conn = RpcConnection()
-    conn.request("host/call-next", {})
-    assert conn.feed(line(id=999, result=1)) == []
+    assert conn.feed(line(id=1, result={"ok": True})) == []
     assert conn.feed(line(id=None, error={"code": -32700, "message": "parse error"})) == []
-    assert conn.outgoing == {1}
+    assert conn.feed(line(id=2, method=None, result=None)) == []
 
 
-def test_incoming_and_outgoing_ids_are_separate_directions() -> None:
-    conn = RpcConnection()
-    id_, _ = conn.request("host/call-next", {})
-    # The peer may use the same number for its own request: it is a request, not our answer.
-    assert conn.feed(line(id=id_, method="tools/execute")) == [
-        Dispatch(id_, "tools/execute", msgspec.Raw(b"null"))
-    ]
-    assert conn.outgoing == {id_}
-
-
-def test_notify_builds_a_line_without_id() -> None:
-    assert sent(RpcConnection().notify("host/log", {"text": "t"})) == {
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"jsonrpc":"2.0","id":70}',
+        b'{"jsonrpc":"2.0","id":70,"method":null}',
+        b'{"jsonrpc":"2.0","id":70,"params":{}}',
+    ],
+)
+def test_a_request_without_a_method_is_answered_with_its_id(raw: bytes) -> None:
+    (action,) = RpcConnection().feed(raw)
+    assert sent(action) == {
         "jsonrpc": "2.0",
-        "method": "host/log",
-        "params": {"text": "t"},
+        "id": 70,
+        "error": {"code": INVALID_REQUEST, "message": "invalid request: method must be a string"},
     }
+
+
+def test_cancel_sent_as_a_request_is_carried_out_and_answered() -> None:
+    conn = RpcConnection()
+    conn.feed(line(id=7, method="llm/stream"))
+    cancel, answer = conn.feed(line(id="c1", method="$/cancelRequest", params={"id": 7}))
+    assert cancel == Cancel(7)
+    assert sent(answer) == {"jsonrpc": "2.0", "id": "c1", "result": None}
+    (answer,) = conn.feed(line(id="c2", method="$/cancelRequest", params={"id": 99}))
+    assert sent(answer)["result"] is None
+
+
+def test_cancel_request_with_malformed_params_is_answered_invalid_params() -> None:
+    (action,) = RpcConnection().feed(line(id="c", method="$/cancelRequest", params={"request": 1}))
+    message = sent(action)
+    assert (message["id"], message["error"]["code"]) == ("c", INVALID_PARAMS)
+    assert message["error"]["message"] == "invalid params for $/cancelRequest: Object missing required field `id`"
+
+
+LONE_SURROGATES = [
+    rb'{"jsonrpc":"2.0","id":5,"method":"tools/execute","params":{"\ud800":1}}',
+    rb'{"jsonrpc":"2.0","method":"tools/execute","params":{"args":"a\udc00b"},"id":5}',
+    rb'{"jsonrpc":"2.0","id":5,"method":"\ud800","params":{}}',
+    rb'{"params":[{"x":["\uDBFF"]}],"id":5,"jsonrpc":"2.0","method":"tools/result"}',
+]
+
+
+@pytest.mark.parametrize("raw", LONE_SURROGATES)
+def test_a_lone_surrogate_anywhere_is_named_and_answered_with_the_request_id(raw: bytes) -> None:
+    (action,) = RpcConnection().feed(raw)
+    message = sent(action)
+    assert message["id"] == 5
+    assert message["error"]["code"] == INVALID_REQUEST
+    assert message["error"]["data"] == {"code": "LONE_SURROGATE"}
+    assert message["error"]["message"].startswith("LONE_SURROGATE: a string has a \\uD800-\\uDFFF escape")
+
+
+def test_a_surrogate_pair_and_an_escaped_backslash_before_u_are_ordinary_text() -> None:
+    conn = RpcConnection()
+    pair = rb'{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"\ud83d\ude00"}}'
+    text = rb'{"jsonrpc":"2.0","id":2,"method":"m","params":{"a":"\\ud800"}}'
+    assert [type(conn.feed(raw)[0]) for raw in (pair, text)] == [Dispatch, Dispatch]
+
+
+def test_a_lone_surrogate_in_the_id_itself_answers_with_a_null_id() -> None:
+    (action,) = RpcConnection().feed(rb'{"jsonrpc":"2.0","id":"\ud800","method":"m"}')
+    assert sent(action)["id"] is None
+    assert sent(action)["error"]["data"] == {"code": "LONE_SURROGATE"}
+
+
+def nested(levels: int) -> bytes:
+    return b"[" * levels + b"]" * levels
+
+
+@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1, 5_000, 200_000])
+def test_nesting_beyond_max_depth_is_named_with_the_id_and_up_to_it_is_served(levels: int) -> None:
+    conn = RpcConnection()
+    for raw in (
+        b'{"jsonrpc":"2.0","id":9,"method":"m","params":{"a":' + nested(levels - 2) + b"}}",
+        b'{"jsonrpc":"2.0","method":"m","params":{"a":' + nested(levels - 2) + b'},"id":9}',
+    ):
+        (action,) = conn.feed(raw)
+        if levels <= MAX_DEPTH:
+            assert isinstance(action, Dispatch)
+            conn.respond(9, None)
+            continue
+        message = sent(action)
+        assert message["id"] == 9
+        assert message["error"]["data"] == {"code": "NESTING_TOO_DEEP"}
+        assert message["error"]["message"] == (
+            f"NESTING_TOO_DEEP: the message nests arrays/objects deeper than {MAX_DEPTH} levels; send a flatter value"
+        )
+
+
+def test_nesting_depth_ignores_brackets_inside_strings() -> None:
+    assert nesting_depth(rb'[[1,{"a":"[[[[\"{{"}],[]]') == 3
+    assert nesting_depth(b'"[[["') == 0
+
+
+def test_deep_nesting_in_a_line_that_is_not_json_answers_with_a_null_id() -> None:
+    (action,) = RpcConnection().feed(b"[" * 100_000)
+    assert sent(action)["id"] is None
+    assert sent(action)["error"]["data"] == {"code": "NESTING_TOO_DEEP"}
 
 
 def test_protocol_error_is_an_invalid_request_with_null_id() -> None:

@@ -1,4 +1,4 @@
-"""The anyio session: framing, concurrency, cancellation, EOF and error mapping.
+"""The anyio session: framing, dispatch from the method table, lifecycle, cancellation, EOF.
 
 A fake peer talks to ``Server.serve`` over in-memory byte streams; tests synchronise with
 events and ``wait_all_tasks_blocked()``, never sleeps.
@@ -6,7 +6,7 @@ events and ``wait_all_tasks_blocked()``, never sleeps.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,9 +18,18 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from bridge.connection import CANCELLED, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
-from bridge.protocol import ExecuteDecision, ExecuteParams, ShutdownParams, ShutdownResult
-from bridge.server import PeerError, Server
-from python_core.errors import ProtocolError
+from bridge.protocol import (
+    ExecuteDecision,
+    ExecuteParams,
+    InitializeParams,
+    InitializeResult,
+    LlmResponse,
+    LlmStreamParams,
+    ShutdownParams,
+    ShutdownResult,
+)
+from bridge.server import Server
+from python_core.errors import ConfigError, ProtocolError
 
 pytestmark = pytest.mark.anyio
 
@@ -47,6 +56,17 @@ class _Send(ByteSendStream):
         await self._stream.aclose()
 
 
+class Target:
+    """Handlers under the names the method table gives; ``initialize`` enables ``hooks``."""
+
+    def __init__(self, hooks: Sequence[str] = ("tools", "llm", "subagent"), **handlers: Any) -> None:
+        self.hooks = list(hooks)
+        self.__dict__.update(handlers)
+
+    async def initialize(self, _params: InitializeParams) -> InitializeResult:
+        return InitializeResult(protocolVersion=1, hooks=self.hooks, sidecarVersion="test")  # type: ignore[arg-type]
+
+
 class Peer:
     """The shim's end: writes chunks to the server, reads its lines."""
 
@@ -70,10 +90,12 @@ class Peer:
 
     async def read(self) -> dict[str, Any]:
         with anyio.fail_after(5):
-            message: dict[str, Any] = msgspec.json.decode(
-                await self._lines.receive_until(b"\n", 1 << 20)
-            )
+            message: dict[str, Any] = msgspec.json.decode(await self._lines.receive_until(b"\n", 1 << 20))
         return message
+
+    async def initialize(self) -> dict[str, Any]:
+        await self.send(id="init", method="initialize", params=INITIALIZE)
+        return await self.read()
 
     async def run_server(self) -> None:
         await self.server.serve(*self.server_streams)
@@ -81,38 +103,42 @@ class Peer:
         self.served.set()
 
 
+INITIALIZE = {"protocolVersion": 1, "host": {}, "config": {}, "cwd": "/", "pid": 1}
+
+
 @asynccontextmanager
-async def serving(server: Server) -> AsyncIterator[Peer]:
-    """Run ``server`` against a fresh peer; on exit, wait until ``serve`` has returned."""
+async def serving(server: Server, *, initialize: bool = True) -> AsyncIterator[Peer]:
+    """Run ``server`` against a fresh peer (initialized first); on exit, wait until ``serve`` returned."""
     peer = Peer(server)
     async with anyio.create_task_group() as tg:
         tg.start_soon(peer.run_server)
+        if initialize:
+            assert "result" in await peer.initialize()
         yield peer
         with anyio.fail_after(5):
             await peer.served.wait()
 
 
 def execute(id_: int | str, tool: object = "a", **overrides: Any) -> dict[str, Any]:
-    params = {
-        "handle": f"h{id_}",
-        "path": "root/0",
-        "tool": tool,
-        "callId": f"c{id_}",
-        "args": "{}",
-    }
+    params = {"handle": f"h{id_}", "path": "root/0", "tool": tool, "callId": f"c{id_}", "args": "{}"}
     return {"id": id_, "method": "tools/execute", "params": {**params, **overrides}}
+
+
+def stream(id_: int | str, session: str = "s") -> dict[str, Any]:
+    params = {"sessionId": session, "purpose": None, "turn": 1, "step": 1, "results": [], "tools": []}
+    return {"id": id_, "method": "llm/stream", "params": params}
 
 
 def line(**fields: Any) -> bytes:
     return msgspec.json.encode({"jsonrpc": "2.0", **fields}) + b"\n"
 
 
-async def pass_through(_params: ExecuteParams) -> ExecuteDecision:
+def pass_through(_params: ExecuteParams) -> ExecuteDecision:
     return ExecuteDecision(action="next")
 
 
 async def test_a_request_split_across_chunks_is_answered() -> None:
-    async with serving(Server({"tools/execute": pass_through})) as peer:
+    async with serving(Server(Target(tools_execute=pass_through))) as peer:
         data = line(**execute(1))
         for index in range(0, len(data), 7):
             await peer.write(data[index : index + 7])
@@ -121,8 +147,8 @@ async def test_a_request_split_across_chunks_is_answered() -> None:
 
 
 async def test_several_messages_in_one_chunk_are_each_answered() -> None:
-    async with serving(Server({"tools/execute": pass_through})) as peer:
-        await peer.write(line(**execute(1)) + line(**execute(2)) + b"\n" + line(**execute(3))[:-1])
+    async with serving(Server(Target(tools_execute=pass_through))) as peer:
+        await peer.write(line(**execute(1)) + line(**execute(2)) + b"\n  \n" + line(**execute(3))[:-1])
         assert {(await peer.read())["id"] for _ in range(2)} == {1, 2}
         await peer.write(b"\n")
         assert (await peer.read())["id"] == 3
@@ -130,19 +156,26 @@ async def test_several_messages_in_one_chunk_are_each_answered() -> None:
 
 
 async def test_unknown_method_answers_method_not_found() -> None:
-    async with serving(Server({})) as peer:
+    async with serving(Server(Target())) as peer:
         await peer.send(id=1, method="no/such", params={})
-        answer = await peer.read()
-        assert answer["id"] == 1
-        assert answer["error"]["code"] == METHOD_NOT_FOUND
+        assert await peer.read() == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {"code": METHOD_NOT_FOUND, "message": "method not found: no/such"},
+        }
+        await peer.close()
+
+
+async def test_a_table_method_the_target_lacks_answers_method_not_found() -> None:
+    async with serving(Server(Target())) as peer:
+        await peer.send(**execute(1))
+        assert (await peer.read())["error"]["code"] == METHOD_NOT_FOUND
         await peer.close()
 
 
 async def test_a_line_above_max_line_is_a_protocol_error_and_reading_stops() -> None:
-    async with serving(Server({"tools/execute": pass_through}, max_line=64)) as peer:
-        await peer.write(
-            b'{"jsonrpc":"2.0","id":1,"method":"tools/execute","params":{"x":"' + b"x" * 100
-        )
+    async with serving(Server(Target(tools_execute=pass_through), max_line=64), initialize=False) as peer:
+        await peer.write(b'{"jsonrpc":"2.0","id":1,"method":"tools/execute","params":{"x":"' + b"x" * 100)
         assert await peer.read() == {
             "jsonrpc": "2.0",
             "id": None,
@@ -153,40 +186,53 @@ async def test_a_line_above_max_line_is_a_protocol_error_and_reading_stops() -> 
             await peer.served.wait()
 
 
-async def test_concurrent_requests_are_answered_out_of_order() -> None:
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+async def test_a_line_of_exactly_max_line_bytes_is_served_however_it_is_chunked(chunk: int) -> None:
+    # The cap counts the bytes before the newline: exactly max_line is accepted.
+    data = line(id=1, method="no/such", params={"pad": ""})
+    max_line = len(data) - 1
+    async with serving(Server(Target(), max_line=max_line), initialize=False) as peer:
+        for index in range(0, len(data), chunk):
+            await peer.write(data[index : index + chunk])
+        assert (await peer.read())["error"]["code"] == METHOD_NOT_FOUND
+        too_long = line(id=2, method="no/such", params={"pad": "x"})
+        for index in range(0, len(too_long), chunk):
+            await peer.write(too_long[index : index + chunk])
+        assert (await peer.read())["error"]["message"] == f"line longer than {max_line} bytes"
+
+
+async def test_task_requests_are_answered_out_of_order() -> None:
     b_ran = anyio.Event()
 
-    async def handler(params: ExecuteParams) -> ExecuteDecision:
-        if params.tool == "a":
+    async def handler(params: LlmStreamParams) -> LlmResponse:
+        if params.sessionId == "a":
             await b_ran.wait()
-            return ExecuteDecision(action="next")
+            return LlmResponse(kind="text", text="a")
         b_ran.set()
-        return ExecuteDecision(action="refuse", code="B", message="b")
+        return LlmResponse(kind="text", text="b")
 
-    async with serving(Server({"tools/execute": handler})) as peer:
-        await peer.write(line(**execute(1, "a")) + line(**execute(2, "b")))
+    async with serving(Server(Target(llm_stream=handler))) as peer:
+        await peer.write(line(**stream(1, "a")) + line(**stream(2, "b")))
         first, second = await peer.read(), await peer.read()
-        assert (first["id"], first["result"]["action"]) == (2, "refuse")
-        assert (second["id"], second["result"]["action"]) == (1, "next")
+        assert (first["id"], first["result"]["text"]) == (2, "b")
+        assert (second["id"], second["result"]["text"]) == (1, "a")
         await peer.close()
 
 
 async def test_cancel_request_cancels_the_handler_and_answers_cancelled() -> None:
     seen: list[str] = []
 
-    async def handler(params: ExecuteParams) -> ExecuteDecision:
+    async def handler(params: LlmStreamParams) -> LlmResponse:
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
-            seen.append(f"cancelled {params.handle}")
+            seen.append(f"cancelled {params.sessionId}")
             raise
         raise AssertionError("unreachable")
 
-    async with serving(
-        Server({"tools/execute": handler, "tools/post-execute": pass_through})
-    ) as peer:
-        await peer.send(**execute(1))
-        await peer.send(**execute(2))
+    async with serving(Server(Target(llm_stream=handler))) as peer:
+        await peer.send(**stream(1, "s1"))
+        await peer.send(**stream(2, "s2"))
         await anyio.wait_all_tasks_blocked()
         await peer.send(method="$/cancelRequest", params={"id": 1})
         assert await peer.read() == {
@@ -194,27 +240,33 @@ async def test_cancel_request_cancels_the_handler_and_answers_cancelled() -> Non
             "id": 1,
             "error": {"code": CANCELLED, "message": "request cancelled"},
         }
-        assert seen == ["cancelled h1"]
+        assert seen == ["cancelled s1"]
         # The other request is still running; cancelling an unknown id changes nothing.
         await peer.send(method="$/cancelRequest", params={"id": 99})
         await anyio.wait_all_tasks_blocked()
-        assert seen == ["cancelled h1"]
-        await peer.send(method="$/cancelRequest", params={"id": 2})
-        assert (await peer.read())["error"]["code"] == CANCELLED
-        assert seen == ["cancelled h1", "cancelled h2"]
+        assert seen == ["cancelled s1"]
+        # Sent as a request, $/cancelRequest is carried out and answered.
+        await peer.send(id="c", method="$/cancelRequest", params={"id": 2})
+        answers: dict[str, dict[str, Any]] = {}
+        for _ in range(2):
+            answer = await peer.read()
+            answers[answer["id"]] = answer
+        assert answers["c"] == {"jsonrpc": "2.0", "id": "c", "result": None}
+        assert answers[2]["error"]["code"] == CANCELLED
+        assert seen == ["cancelled s1", "cancelled s2"]
         await peer.close()
 
 
 async def test_end_of_input_with_requests_in_flight_answers_them_then_returns() -> None:
     release = anyio.Event()
 
-    async def handler(_params: ExecuteParams) -> ExecuteDecision:
+    async def handler(_params: LlmStreamParams) -> LlmResponse:
         await release.wait()
-        return ExecuteDecision(action="next")
+        return LlmResponse(kind="text")
 
-    async with serving(Server({"tools/execute": handler})) as peer:
-        await peer.send(**execute(1))
-        await peer.send(**execute(2))
+    async with serving(Server(Target(llm_stream=handler))) as peer:
+        await peer.send(**stream(1))
+        await peer.send(**stream(2))
         await peer.close()
         await anyio.wait_all_tasks_blocked()
         assert not peer.served.is_set()
@@ -225,31 +277,35 @@ async def test_end_of_input_with_requests_in_flight_answers_them_then_returns() 
 
 
 async def test_sidecar_error_travels_as_data_code() -> None:
-    async def handler(_params: ExecuteParams) -> ExecuteDecision:
-        raise ProtocolError("a hook arrived before initialize")
+    def handler(_params: ExecuteParams) -> ExecuteDecision:
+        raise ProtocolError("refused on purpose")
 
-    async with serving(Server({"tools/execute": handler})) as peer:
+    async with serving(Server(Target(tools_execute=handler))) as peer:
         await peer.send(**execute(1))
         assert await peer.read() == {
             "jsonrpc": "2.0",
             "id": 1,
             "error": {
                 "code": -32000,
-                "message": "PROTOCOL_ERROR: a hook arrived before initialize",
+                "message": "PROTOCOL_ERROR: refused on purpose",
                 "data": {"code": "PROTOCOL_ERROR"},
             },
         }
         await peer.close()
 
 
+@pytest.mark.parametrize("method", ["tools/execute", "llm/stream"])
 async def test_unexpected_exception_is_internal_with_an_incident_and_no_traceback(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], method: str
 ) -> None:
-    async def handler(_params: ExecuteParams) -> ExecuteDecision:
+    def boom(_params: object) -> ExecuteDecision:
         raise KeyError("secret-argument-value")
 
-    async with serving(Server({"tools/execute": handler})) as peer:
-        await peer.send(**execute(1))
+    async def async_boom(_params: object) -> LlmResponse:
+        raise KeyError("secret-argument-value")
+
+    async with serving(Server(Target(tools_execute=boom, llm_stream=async_boom))) as peer:
+        await peer.send(**(execute(1) if method == "tools/execute" else stream(1)))
         error = (await peer.read())["error"]
         await peer.close()
     incident = error["data"]["incident"]
@@ -266,104 +322,35 @@ async def test_unexpected_exception_is_internal_with_an_incident_and_no_tracebac
 
 
 async def test_invalid_params_answer_invalid_params_naming_the_field() -> None:
-    async with serving(Server({"tools/execute": pass_through})) as peer:
+    async def text(_params: LlmStreamParams) -> LlmResponse:
+        return LlmResponse(kind="text")
+
+    async with serving(Server(Target(tools_execute=pass_through, llm_stream=text))) as peer:
         await peer.send(**execute(1, tool=7))
         error = (await peer.read())["error"]
         assert error["code"] == INVALID_PARAMS
-        assert (
-            error["message"]
-            == "invalid params for tools/execute: Expected `str`, got `int` - at `$.tool`"
-        )
+        assert error["message"] == "invalid params for tools/execute: Expected `str`, got `int` - at `$.tool`"
         await peer.send(**execute(2, extra=1))
         error = (await peer.read())["error"]
-        assert (
-            error["message"]
-            == "invalid params for tools/execute: Object contains unknown field `extra`"
-        )
+        assert error["message"] == "invalid params for tools/execute: Object contains unknown field `extra`"
+        await peer.send(**{**stream(3), "params": {"sessionId": 1}})
+        assert (await peer.read())["error"]["code"] == INVALID_PARAMS
         await peer.close()
 
 
 async def test_notification_runs_the_handler_and_is_not_answered() -> None:
     ran = anyio.Event()
 
-    async def handler(_params: ShutdownParams) -> None:
+    async def handler(_params: ShutdownParams) -> ShutdownResult:
         ran.set()
+        return ShutdownResult(exitCode=0, errors=[])
 
-    async with serving(Server({"shutdown": handler, "tools/execute": pass_through})) as peer:
+    async with serving(Server(Target(shutdown=handler, tools_execute=pass_through))) as peer:
         await peer.send(method="shutdown", params={})
         await ran.wait()
         await peer.send(**execute(1))
         assert (await peer.read())["id"] == 1
         await peer.close()
-
-
-async def test_call_round_trips_a_request_to_the_peer() -> None:
-    results: list[bytes] = []
-
-    async def handler(_params: ShutdownParams) -> ShutdownResult:
-        answer = await server.call("host/echo", {"n": 1})
-        results.append(bytes(answer))
-        return ShutdownResult(exitCode=0, errors=[])
-
-    server = Server({"shutdown": handler})
-    async with serving(server) as peer:
-        await peer.send(id="s", method="shutdown", params={})
-        request = await peer.read()
-        assert request == {"jsonrpc": "2.0", "id": 1, "method": "host/echo", "params": {"n": 1}}
-        await peer.send(id=1, result={"n": 2})
-        assert await peer.read() == {
-            "jsonrpc": "2.0",
-            "id": "s",
-            "result": {"exitCode": 0, "errors": []},
-        }
-        assert results == [b'{"n":2}']
-        await peer.close()
-
-
-async def test_call_answered_with_an_error_raises_peer_error() -> None:
-    failures: list[str] = []
-
-    async def handler(_params: ShutdownParams) -> ShutdownResult:
-        try:
-            await server.call("host/echo", {})
-        except PeerError as exc:
-            failures.append(str(exc))
-        return ShutdownResult(exitCode=1, errors=[])
-
-    server = Server({"shutdown": handler})
-    async with serving(server) as peer:
-        await peer.send(id="s", method="shutdown", params={})
-        request = await peer.read()
-        await peer.send(
-            id=request["id"], error={"code": -32000, "message": "unknown method host/echo"}
-        )
-        assert (await peer.read())["result"]["exitCode"] == 1
-        assert failures == ["PEER_ERROR: unknown method host/echo"]
-        await peer.close()
-
-
-async def test_end_of_input_fails_our_pending_calls_and_serve_returns() -> None:
-    failures: list[str] = []
-
-    async def handler(_params: ShutdownParams) -> ShutdownResult:
-        try:
-            await server.call("host/echo", {})
-        except PeerError as exc:
-            failures.append(str(exc))
-        return ShutdownResult(exitCode=1, errors=[])
-
-    server = Server({"shutdown": handler})
-    async with serving(server) as peer:
-        await peer.send(id="s", method="shutdown", params={})
-        await peer.read()
-        await peer.close()
-        assert (await peer.read())["result"]["exitCode"] == 1
-    assert failures == ["PEER_ERROR: the peer closed its end before answering host/echo"]
-
-
-async def test_call_before_serve_raises_closed() -> None:
-    with pytest.raises(anyio.ClosedResourceError):
-        await Server({}).call("host/echo", {})
 
 
 async def test_a_peer_that_stops_reading_does_not_crash_the_server() -> None:
@@ -374,30 +361,41 @@ async def test_a_peer_that_stops_reading_does_not_crash_the_server() -> None:
         async def aclose(self) -> None:
             pass
 
-    handled: list[str] = []
+    class _AfterInitialize(ByteReceiveStream):
+        """Hands out the initialize line, then the rest once initialize has run."""
 
-    async def handler(params: ExecuteParams) -> ExecuteDecision:
+        def __init__(self, first: bytes, rest: bytes, ready: anyio.Event) -> None:
+            self.chunks = [first, rest]
+            self.ready = ready
+
+        async def receive(self, max_bytes: int = 65536) -> bytes:
+            if not self.chunks:
+                raise anyio.EndOfStream
+            if len(self.chunks) == 1:
+                await self.ready.wait()
+                await anyio.wait_all_tasks_blocked()
+            return self.chunks.pop(0)
+
+        async def aclose(self) -> None:
+            pass
+
+    handled: list[str] = []
+    initialized = anyio.Event()
+
+    class Recording(Target):
+        async def initialize(self, params: InitializeParams) -> InitializeResult:
+            initialized.set()
+            return await super().initialize(params)
+
+    def handler(params: ExecuteParams) -> ExecuteDecision:
         handled.append(params.handle)
         return ExecuteDecision(action="next")
 
-    to_server, server_in = anyio.create_memory_object_stream[bytes](10)
-    async with to_server:
-        for id_ in range(1, 4):
-            await to_server.send(line(**execute(id_)))
-        await to_server.send(b"not json\n")
+    rest = b"".join(line(**execute(id_)) for id_ in range(1, 4)) + b"not json\n"
+    receive = _AfterInitialize(line(id=0, method="initialize", params=INITIALIZE), rest, initialized)
     with anyio.fail_after(5):
-        await Server({"tools/execute": handler}).serve(_Receive(server_in), _Broken())
+        await Server(Recording(tools_execute=handler)).serve(receive, _Broken())
     assert handled == ["h1", "h2", "h3"]
-
-
-async def test_call_after_the_peer_closed_raises_peer_error() -> None:
-    to_server, server_in = anyio.create_memory_object_stream[bytes](1)
-    sink, _ = anyio.create_memory_object_stream[bytes](1)
-    server = Server({})
-    await to_server.aclose()
-    await server.serve(_Receive(server_in), _Send(sink))
-    with pytest.raises(PeerError, match="closed its end before answering host/echo"):
-        await server.call("host/echo", {})
 
 
 async def test_answers_ready_together_leave_in_one_write() -> None:
@@ -414,11 +412,11 @@ async def test_answers_ready_together_leave_in_one_write() -> None:
     to_server, server_in = anyio.create_memory_object_stream[bytes](10)
     out = _Recording()
     async with to_server:
-        await to_server.send(b"".join(line(**execute(id_)) for id_ in range(1, 5)))
-    await Server({"tools/execute": pass_through}).serve(_Receive(server_in), out)
+        await to_server.send(b"".join(line(id=n, method="no/such") for n in range(1, 5)))
+    await Server(Target()).serve(_Receive(server_in), out)
     answers = [msgspec.json.decode(raw) for raw in b"".join(out.writes).splitlines()]
     assert sorted(answer["id"] for answer in answers) == [1, 2, 3, 4]
-    assert len(out.writes) < 4
+    assert len(out.writes) == 1
 
 
 async def test_inline_handlers_answer_in_arrival_order_without_a_task_each() -> None:
@@ -428,7 +426,7 @@ async def test_inline_handlers_answer_in_arrival_order_without_a_task_each() -> 
         seen.append(params.handle)
         return ExecuteDecision(action="next")
 
-    async with serving(Server({}, inline={"tools/execute": record})) as peer:
+    async with serving(Server(Target(tools_execute=record))) as peer:
         await peer.write(b"".join(line(**execute(n)) for n in range(1, 6)))
         assert [(await peer.read())["id"] for _ in range(5)] == [1, 2, 3, 4, 5]
         await peer.close()
@@ -442,10 +440,86 @@ async def test_an_inline_handler_failure_is_a_named_error_and_serving_goes_on() 
             raise ProtocolError("refused on purpose")
         return ExecuteDecision(action="next")
 
-    async with serving(Server({}, inline={"tools/execute": refuse})) as peer:
+    async with serving(Server(Target(tools_execute=refuse))) as peer:
         await peer.write(line(**execute(1)) + line(**execute(2)))
         first, second = await peer.read(), await peer.read()
         await peer.close()
 
     assert first["error"]["data"] == {"code": "PROTOCOL_ERROR"}
     assert second["result"] == {"action": "next"}
+
+
+async def test_a_hook_before_initialize_is_not_initialized() -> None:
+    async with serving(Server(Target(tools_execute=pass_through)), initialize=False) as peer:
+        await peer.send(**execute(1))
+        assert await peer.read() == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "error": {
+                "code": INVALID_REQUEST,
+                "message": "NOT_INITIALIZED: tools/execute arrived before initialize succeeded; send initialize first",
+                "data": {"code": "NOT_INITIALIZED"},
+            },
+        }
+        await peer.close()
+
+
+async def test_a_second_initialize_is_refused_and_changes_nothing() -> None:
+    calls: list[str] = []
+
+    class Counting(Target):
+        async def initialize(self, params: InitializeParams) -> InitializeResult:
+            calls.append(params.cwd)
+            return await super().initialize(params)
+
+    async with serving(Server(Counting(hooks=["tools"], tools_execute=pass_through))) as peer:
+        await peer.send(id=2, method="initialize", params={**INITIALIZE, "cwd": "/other"})
+        error = (await peer.read())["error"]
+        assert error["data"] == {"code": "ALREADY_INITIALIZED"}
+        assert error["message"].startswith("ALREADY_INITIALIZED: initialize was already sent on this connection")
+        await peer.send(**execute(3))
+        assert (await peer.read())["result"] == {"action": "next"}
+        await peer.close()
+    assert calls == ["/"]
+
+
+async def test_a_hook_of_a_group_initialize_did_not_enable_is_named() -> None:
+    async with serving(Server(Target(hooks=["tools"], tools_execute=pass_through))) as peer:
+        await peer.send(**stream(1))
+        error = (await peer.read())["error"]
+        assert error == {
+            "code": INVALID_REQUEST,
+            "message": "HOOK_NOT_ENABLED: llm/stream belongs to the llm hooks, which initialize did not enable "
+            "(enabled: tools); install only the hooks the initialize reply names",
+            "data": {"code": "HOOK_NOT_ENABLED"},
+        }
+        await peer.send(**execute(2))
+        assert (await peer.read())["result"] == {"action": "next"}
+        await peer.close()
+
+
+async def test_after_a_failed_initialize_hooks_stay_refused_and_shutdown_works() -> None:
+    class Failing(Target):
+        async def initialize(self, params: InitializeParams) -> InitializeResult:
+            raise ConfigError("toolCassette.mode", "must be record or replay")
+
+    async def shutdown(_params: ShutdownParams) -> ShutdownResult:
+        return ShutdownResult(exitCode=0, errors=[])
+
+    async with serving(Server(Failing(tools_execute=pass_through, shutdown=shutdown)), initialize=False) as peer:
+        assert (await peer.initialize())["error"]["data"]["code"] == "INVALID_CONFIG"
+        await peer.send(**execute(1))
+        assert (await peer.read())["error"]["data"] == {"code": "NOT_INITIALIZED"}
+        await peer.send(id=2, method="shutdown", params={})
+        assert (await peer.read())["result"] == {"exitCode": 0, "errors": []}
+        await peer.close()
+
+
+async def test_params_nested_beyond_the_decoder_are_a_named_error() -> None:
+    deep = b"[" * 5000 + b"]" * 5000
+    async with serving(Server(Target(tools_execute=pass_through))) as peer:
+        await peer.write(b'{"jsonrpc":"2.0","id":1,"method":"tools/execute","params":' + deep + b"}\n")
+        assert (await peer.read())["error"]["data"] == {"code": "NESTING_TOO_DEEP"}
+        await peer.send(**execute(2))
+        assert (await peer.read())["result"] == {"action": "next"}
+        await peer.close()

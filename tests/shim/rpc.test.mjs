@@ -55,3 +55,19 @@ test('a non-JSON line on the protocol stream kills the connection', async () => 
   fromPython.write('hello from a stray print\n')
   await assert.rejects(pending, (error) => error.code === 'SIDECAR_UNAVAILABLE')
 })
+
+test('a line from the sidecar that is not an answer settles nothing', async () => {
+  const { rpc, fromPython } = pair()
+  const call = rpc.request('tools/execute', {})
+  fromPython.write('null\n{"jsonrpc":"2.0","id":1,"method":"host/call","params":{}}\n[1]\n')
+  fromPython.write('{"jsonrpc":"2.0","id":1,"result":{"action":"next"}}\n')
+  assert.deepEqual(await call, { action: 'next' })
+})
+
+test('a line from the sidecar longer than the cap fails the connection closed', async () => {
+  const { rpc, fromPython } = pair()
+  const pending = rpc.request('tools/execute', {})
+  const piece = 'x'.repeat(1024 * 1024)
+  for (let i = 0; i <= 64; i++) fromPython.write(piece)
+  await assert.rejects(pending, (error) => error.code === 'SIDECAR_UNAVAILABLE' && /longer than 67108864/.test(error.message))
+})
