@@ -50,6 +50,7 @@ __all__ = [
     "SubagentPublishedParams",
     "SubagentSetup",
     "ToolCallOut",
+    "TurnParams",
 ]
 
 PROTOCOL_VERSION = 1
@@ -81,7 +82,7 @@ class InitializeResult(_Closed):
     """The hooks the shim must install; nothing else is installed."""
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm", "subagent"]]
+    hooks: list[Literal["tools", "llm", "subagent", "turns"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
 
@@ -224,6 +225,18 @@ class SessionEndParams(_Closed):
     sessionId: str
 
 
+class TurnParams(_Closed):
+    """``session/turn`` (notification): a session logged ``turn/start`` or ``turn/end``.
+
+    ``reason`` is the ``turn/end`` reason's ``kind`` (``completed``, ``aborted``, ...).
+    """
+
+    sessionId: str
+    turn: int
+    phase: Literal["start", "end"]
+    reason: str | None = None
+
+
 class MockCommandParams(_Closed):
     """``mock/command``: a ``/mock`` slash command (web UI, followup, steer)."""
 
@@ -317,4 +330,5 @@ METHODS: dict[str, Method] = {
     "subagent/published": Method(SubagentPublishedParams, None),
     "subagent/outcome": Method(SubagentOutcomeParams, Empty),
     "mock/cancel": Method(CancelParams, CancelResult),
+    "session/turn": Method(TurnParams, None),
 }

@@ -36,6 +36,7 @@ from bridge.protocol import (
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
+    TurnParams,
 )
 from bridge.server import Handler, InlineHandler
 from bridge.subagent_hooks import SubagentHooks
@@ -45,6 +46,7 @@ from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
 
@@ -66,6 +68,7 @@ class Sidecar:
         self.mock: MockDriver | None = None
         self.subagents: SubagentHooks | None = None
         self.startup_errors: list[SidecarError] = []
+        self.turns = TurnLedger()
 
     def handlers(self) -> dict[str, Handler]:
         """The async methods: they may wait (and be cancelled)."""
@@ -90,6 +93,7 @@ class Sidecar:
             "subagent/start": self.subagent_start,
             "subagent/published": self.subagent_published,
             "subagent/outcome": self.subagent_outcome,
+            "session/turn": self.session_turn,
         }
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
@@ -118,6 +122,11 @@ class Sidecar:
                 host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
+        # A recording is published only once its turn really ended: the shim reports turns.
+        if (config.tool_cassette is not None and config.tool_cassette.mode == "record") or (
+            self.subagents is not None and self.subagents.cassette.config.mode == "record"
+        ):
+            hooks.append("turns")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
@@ -127,13 +136,14 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = self.tools.close()
+            tool_errors, notes = self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
             errors.extend(self.mock.close())
         if self.subagents is not None:
-            subagent_errors, subagent_notes = self.subagents.close()
+            subagent_errors, subagent_notes = self.subagents.close(interruption)
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
@@ -199,6 +209,15 @@ class Sidecar:
         """``subagent/outcome``: a forwarded run settled."""
         self._subagents().outcome(params)
         return Empty()
+
+    def session_turn(self, params: TurnParams) -> None:
+        """``session/turn`` notification: count the turns a recording spans."""
+        if self.config is None:
+            raise NotInitialized
+        if params.phase == "start":
+            self.turns.start(params.sessionId, params.turn)
+        else:
+            self.turns.end(params.sessionId, params.turn, params.reason)
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
