@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from python_core.canonical import DEPTH_REASON, value_too_deep
 from python_core.config_paths import check_nul, check_path
 from python_core.errors import ConfigError
 from python_core.tool_cassette.config import ToolCassetteConfig
@@ -98,7 +99,9 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
 
 
 def _refuse_nulls(raw: Mapping[str, Any], cwd: str) -> None:
-    """Refuse ``null`` sections and NUL bytes in path fields before anything is parsed."""
+    """Refuse deep nesting, ``null`` sections and NUL bytes in path fields before parsing."""
+    if value_too_deep(raw):
+        raise ConfigError("config", DEPTH_REASON)
     check_nul("cwd", cwd)
     for key in _TOP_LEVEL:
         # `toolCassette:` with its block mis-indented is null: refusing it keeps a typo from

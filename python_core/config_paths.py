@@ -41,6 +41,10 @@ def check_path(field: str, path: str, use: Use) -> None:
     """
     check_nul(field, path)
     try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(field, "holds a lone surrogate; no file can have that name") from None
+    try:
         mode: int | None = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None

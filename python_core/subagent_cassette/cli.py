@@ -1,8 +1,9 @@
 """``subagent-cassette`` commands: verify, inspect, diff (mounted under ``dsh-sidecar``).
 
 Rule: parse, call store/diff, print. Output is metadata only (keys, fingerprints, counts,
-projected stop reasons) with control characters escaped. Exit codes: 0 ok/equivalent,
-2 different or not comparable (and click usage errors), 1 read or format errors.
+projected stop reasons) with control characters escaped. Exit codes (one policy for every
+dsh-sidecar CLI): 0 ok/equivalent; 1 invalid, unreadable, different or not comparable; 2 usage
+(click).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 def verify(file: str) -> None:
     """Validate FILE: schema, canonical JSON, hash chain, sequences, occurrences."""
     try:
@@ -85,7 +86,7 @@ def _call(record: Any) -> dict[str, Any]:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--show-calls", is_flag=True, help="List every interaction (keys, outcome class).")
 def inspect(file: str, as_json: bool, show_calls: bool) -> None:
@@ -160,11 +161,11 @@ def _print_diff(report: DiffReport) -> None:
 
 
 @cli.command()
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a")
+@click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def diff(a: str, b: str, as_json: bool) -> None:
-    """Compare A and B by identity: exit 0 equivalent, 2 different, 1 error."""
+    """Compare A and B by identity: exit 0 equivalent, 1 different or error."""
     try:
         report = diff_cassettes(load(a), load(b))
     except SidecarError as error:
@@ -174,7 +175,7 @@ def diff(a: str, b: str, as_json: bool) -> None:
     else:
         _print_diff(report)
     if not report.equivalent:
-        click.get_current_context().exit(2)
+        click.get_current_context().exit(1)
 
 
 # rc.8's default `subagent` tool runs children through startContinuable, which never calls a

@@ -126,7 +126,7 @@ def test_diff_classifies_added_removed_and_changed(
         name="b.cassette.jsonl",
     )
     result = run("diff", str(a), str(b))
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0] == (
         "different: 1 unchanged, 1 added, 1 removed, 1 outcome changed, 0 policy drift"
@@ -148,7 +148,7 @@ def test_diff_reports_policy_drift(record_file: Any, make_start: Any, make_outco
     a = record_file(calls, name="a.cassette.jsonl")
     b = record_file(calls, name="b.cassette.jsonl", requestView="full")
     result = run("diff", str(a), str(b))
-    assert result.exit_code == 2
+    assert result.exit_code == 1
     assert result.output.splitlines()[:2] == [
         "different: 1 unchanged, 0 added, 0 removed, 0 outcome changed, 1 policy drift",
         "  ! policy requestStorage differs",
