@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from python_core.errors import SidecarError
 from python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
@@ -59,6 +60,7 @@ def _summary(cassette: Cassette) -> dict[str, Any]:
     outcomes = Counter(project_stop_reason(r.outcome) for r in cassette.interactions)
     return {
         "file": cassette.name,
+        "version": header.version,
         "interactions": cassette.count,
         "target": header.target.dshSubagent,
         "provider": to_json(header.provider),
@@ -70,6 +72,10 @@ def _summary(cassette: Cassette) -> dict[str, Any]:
             1 for r in cassette.interactions if getattr(r.outcome, "redactions", 0) > 0
         ),
     }
+
+
+def _continuable(value: bool | UnsetType) -> str:
+    return "unknown (format v1)" if value is UNSET else str(value).lower()
 
 
 def _call(record: Any) -> dict[str, Any]:
@@ -107,7 +113,7 @@ def inspect(file: str, as_json: bool, show_calls: bool) -> None:
     click.echo(f"  target      dsh-subagent {escape(summary['target'], 40)}")
     click.echo(
         f"  provider    {escape(provider.cassette, 40)} -> {escape(provider.upstream, 40)}"
-        f" (continuable={str(provider.continuable).lower()},"
+        f" (continuable={_continuable(provider.continuable)},"
         f" inheritsParentContext={str(provider.inheritsParentContext).lower()})"
     )
     click.echo(f"  requests    {summary['requestStorage']} view")
