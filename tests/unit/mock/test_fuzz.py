@@ -30,7 +30,7 @@ def _fuzz_source(fuzz: Any, valid: bytes, target: Path, turn: bool) -> dict[str,
     outcomes: dict[str, int] = {}
     for i in range(N):
         data = fuzz.mutate(valid)
-        if i % 4 == 0:
+        if i % 10 == 0:
             # The library entry point, with the other timing mode.
             try:
                 load_source(data, source_name=target.name, preserve_timing=False)
