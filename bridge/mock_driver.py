@@ -8,6 +8,7 @@ on the next ordinary turn (rc.8's logged request header is sticky).
 from __future__ import annotations
 
 import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -50,7 +51,24 @@ from python_core.mock import (
     source_name_for,
 )
 
-__all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver"]
+__all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
+
+# A wait may be up to 2^53-1 ms (seed 002: any NonNegativeInteger). Each sleep is bounded so no
+# timer limit anywhere below (a select timeout, a platform timer cap) can fire a long one early.
+MAX_SLEEP_CHUNK_S = 3600.0
+
+
+async def sleep_ms(
+    ms: int,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    clock: Callable[[], float] = anyio.current_time,
+) -> None:
+    """Sleep ``ms`` milliseconds in chunks of at most an hour, until a monotonic deadline."""
+    deadline = clock() + ms / 1000
+    while (left := deadline - clock()) > 0:
+        await sleep(min(left, MAX_SLEEP_CHUNK_S))
+
 
 MOCK_ROUTE = Route(provider="mock", model="mock")
 ORDINARY_TURN_TEXT = "dsh-sidecar mock route: no /mock command in this turn"
@@ -190,7 +208,7 @@ class MockDriver:
             if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
                 self._waiting.add(key)
                 try:
-                    await anyio.sleep(action.wait_ms / 1000)
+                    await sleep_ms(action.wait_ms)
                 finally:
                     self._waiting.discard(key)
         except anyio.get_cancelled_exc_class():

@@ -59,6 +59,7 @@ __all__ = [
     "SubagentPublishedParams",
     "SubagentSetup",
     "ToolCallOut",
+    "TurnParams",
 ]
 
 PROTOCOL_VERSION = 1
@@ -89,7 +90,7 @@ class InitializeResult(_Closed):
     """The hooks the shim must install; nothing else is installed."""
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm", "subagent", "model"]]
+    hooks: list[Literal["tools", "llm", "subagent", "model", "turns"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
 
@@ -232,6 +233,18 @@ class SessionEndParams(_Closed):
     sessionId: str
 
 
+class TurnParams(_Closed):
+    """``session/turn`` (notification): a session logged ``turn/start`` or ``turn/end``.
+
+    ``reason`` is the ``turn/end`` reason's ``kind`` (``completed``, ``aborted``, ...).
+    """
+
+    sessionId: str
+    turn: int
+    phase: Literal["start", "end"]
+    reason: str | None = None
+
+
 class MockCommandParams(_Closed):
     """``mock/command``: a ``/mock`` slash command (web UI, followup, steer)."""
 
@@ -331,7 +344,7 @@ class Empty(_Closed):
     """An empty result."""
 
 
-Hook = Literal["tools", "llm", "subagent", "model"]
+Hook = Literal["tools", "llm", "subagent", "model", "turns"]
 
 
 @dataclass(frozen=True)
@@ -373,6 +386,7 @@ METHODS: dict[str, Method] = {
     "subagent/outcome": Method(SubagentOutcomeParams, Empty, "subagent_outcome", hook="subagent"),
     "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),
     "model/recorded": Method(ModelRecordedParams, Empty, "model_recorded", hook="model"),
+    "session/turn": Method(TurnParams, None, "session_turn", hook="turns"),
 }
 
 

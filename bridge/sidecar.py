@@ -42,6 +42,7 @@ from bridge.protocol import (
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
+    TurnParams,
 )
 from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from bridge.subagent_hooks import SubagentHooks
@@ -51,6 +52,7 @@ from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
 
@@ -81,6 +83,7 @@ class Sidecar:
         # The run report's inputs, kept only when a report is configured.
         self._sessions: dict[str, None] = {}
         self._calls: list[CallPath] = []
+        self.turns = TurnLedger()
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         """Check the protocol, parse the config and open the configured features."""
@@ -120,6 +123,11 @@ class Sidecar:
                 trace=self.trace, children_owned=self.subagents is not None,
             )
             hooks.append("model")
+        # A recording is published only once its turn really ended: the shim reports turns.
+        if (config.tool_cassette is not None and config.tool_cassette.mode == "record") or (
+            self.subagents is not None and self.subagents.cassette.config.mode == "record"
+        ):
+            hooks.append("turns")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup,
@@ -129,13 +137,14 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = self.tools.close()
+            tool_errors, notes = self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
             errors.extend(self.mock.close())
         if self.subagents is not None:
-            subagent_errors, subagent_notes = self.subagents.close()
+            subagent_errors, subagent_notes = self.subagents.close(interruption)
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         if self.model is not None:
@@ -254,6 +263,15 @@ class Sidecar:
         """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
         self._model().recorded(params)
         return Empty()
+
+    def session_turn(self, params: TurnParams) -> None:
+        """``session/turn`` notification: count the turns a recording spans."""
+        if self.config is None:
+            raise NotInitialized
+        if params.phase == "start":
+            self.turns.start(params.sessionId, params.turn)
+        else:
+            self.turns.end(params.sessionId, params.turn, params.reason)
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""

@@ -24,7 +24,7 @@ from bridge.protocol import (
     SubagentSetup,
 )
 from bridge.trace import Trace
-from python_core.errors import SidecarError
+from python_core.errors import ConfigError, SidecarError
 from python_core.subagent_cassette import (
     CloseReport,
     Forward,
@@ -34,6 +34,8 @@ from python_core.subagent_cassette import (
     UpstreamFacts,
     parse_config,
 )
+from python_core.subagent_cassette.store import display_name
+from python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
 
@@ -55,7 +57,11 @@ class SubagentHooks:
             ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (locked, exists, invalid, wrong target).
         """
-        config = parse_config(raw)
+        try:
+            config = parse_config(raw)
+        except ConfigError as error:
+            # Name the field as the user wrote it in the row: `subagentCassette.<field>`.
+            raise ConfigError(f"subagentCassette.{error.field}", error.reason) from None
         config = msgspec.structs.replace(config, file=os.path.join(cwd, config.file))
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time)
         name, upstream = config.provider.names()
@@ -97,12 +103,22 @@ class SubagentHooks:
         self.cassette.on_outcome(params.handle, params.outcome)
         self.trace.write("subagent/outcome", callKey=params.handle.callKey)
 
-    def close(self) -> tuple[list[SidecarError], list[str]]:
-        """Close the cassette; return its errors and a summary line."""
+    def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
+        """Close the cassette; return its errors and a summary line.
+
+        A recording whose turn did not really end (``interruption``) fails the run: the
+        format has no completeness mark, so the file keeps the settled interactions only.
+        """
         report = self.closed = self.cassette.close()
         s = report.stats
+        errors: list[SidecarError] = list(report.errors)
+        if interruption is not None and s.mode == "record" and s.started:
+            errors.append(RecordingInterrupted(
+                f"subagent cassette {display_name(self.cassette.config.file)}", interruption,
+                f"it holds {s.recorded} interactions, not the whole turn; record again",
+            ))
         note = (
             f"subagent cassette {s.mode}: {s.started} starts, {s.recorded} recorded, {s.replayed} replayed, "
             f"{s.missed} missed, {s.unconsumed} unconsumed"
         )
-        return list(report.errors), [note]
+        return errors, [note]

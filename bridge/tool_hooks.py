@@ -117,11 +117,14 @@ class ToolHooks:
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
 
-    def close(self) -> tuple[list[SidecarError], list[str]]:
-        """Finish the cassette; return the errors that fail the run and a summary line."""
+    def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
+        """Finish the cassette; return the errors that fail the run and a summary line.
+
+        ``interruption`` (from the turn ledger) keeps a recording's partial unpublished.
+        """
         if self.cassette is None:
             return [], []
-        report = self.closed = self.cassette.close()
+        report = self.closed = self.cassette.close(interruption)
         stats = report.stats
         note = (
             f"tool cassette {stats.mode}: {stats.selected} selected calls, "

@@ -140,6 +140,16 @@ export async function apply(ctx, config) {
   if (hooks.has('tools')) installToolHooks(ctx, live)
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
+  if (hooks.has('turns')) {
+    // Python publishes a recording only once its turn really ended: forward turn boundaries.
+    ctx.on('session/event', (/** @type {any} */ session, /** @type {any} */ event) => {
+      if (event.type !== 'turn/start' && event.type !== 'turn/end') return
+      live.notify('session/turn', {
+        sessionId: String(session.id), turn: event.data.turn, phase: event.type === 'turn/start' ? 'start' : 'end',
+        ...(event.type === 'turn/end' ? { reason: event.data.reason?.kind ?? null } : {}),
+      })
+    })
+  }
   if (hooks.has('subagent')) {
     ctx.inject(['subagents'], (/** @type {any} */ sctx) => installSubagentProvider(sctx, live, reply.subagent))
   }

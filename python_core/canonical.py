@@ -5,7 +5,8 @@ Node and Python agree; it differs from code-point order only for keys mixing cha
 U+FFFF with U+E000..U+FFFF), arrays kept in order, UTF-8, no insignificant whitespace, numbers
 as ECMAScript prints them (``1.0`` is ``1``).
 Rejected with ``CanonicalJsonError`` naming a JSON-pointer location: duplicate keys at any depth,
-``NaN``/``Infinity``, ``-0``, integers outside +-(2**53 - 1), and values that are not JSON.
+``NaN``/``Infinity``, ``-0``, integers outside +-(2**53 - 1), lone surrogates in strings and
+object keys, nesting deeper than ``MAX_DEPTH``, and values that are not JSON.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any
 
 import msgspec
@@ -21,18 +24,31 @@ import msgspec
 from python_core.errors import CanonicalJsonError
 
 __all__ = [
+    "DEPTH_REASON",
+    "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "NOT_CANONICAL",
     "canonical_bytes",
+    "check_depth",
     "decode_canonical",
     "digest",
     "digest_bytes",
     "is_canonical",
     "loads_strict",
     "pointer",
+    "too_deep",
+    "value_too_deep",
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 256
+"""Deepest nesting of arrays and objects accepted anywhere JSON enters (``[]`` is depth 1).
+
+Python's decoders recurse once per level and die near 1,000 levels with a ``RecursionError``
+(a crash, not an answer), at a depth that depends on the caller's stack. 256 is far beyond any
+cassette, script, session log, config or envelope DSH produces and leaves the stack ample room.
+"""
+DEPTH_REASON = f"nested deeper than {MAX_DEPTH} levels"
 
 # Key order is decided by ``_prepare``; the encoder keeps insertion order.
 _ENCODER = msgspec.json.Encoder()
@@ -42,6 +58,47 @@ _DECODER = msgspec.json.Decoder()
 def pointer(parts: Sequence[str | int]) -> str:
     """Return the RFC 6901 JSON pointer for ``parts`` (``""`` is the root)."""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def too_deep(data: bytes | str) -> bool:
+    """Tell whether JSON text ``data`` nests arrays/objects deeper than ``MAX_DEPTH``.
+
+    Cheap for ordinary input: text with at most ``MAX_DEPTH`` opening brackets cannot be deeper;
+    only other text is scanned (strings removed, brackets summed at C speed).
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return False
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_DEPTH
+
+
+def check_depth(data: bytes | str) -> None:
+    """Refuse JSON text nested deeper than ``MAX_DEPTH``, before any decoder recurses into it.
+
+    Raises:
+        CanonicalJsonError: ``nested deeper than 256 levels at /``.
+    """
+    if too_deep(data):
+        raise CanonicalJsonError("/", DEPTH_REASON)
+
+
+def value_too_deep(value: Any) -> bool:
+    """Tell whether a decoded value nests lists/dicts deeper than ``MAX_DEPTH`` (no recursion)."""
+    level: list[tuple[Any, int]] = [(value, 0)]
+    while level:
+        item, depth = level.pop()
+        if isinstance(item, dict | list | tuple):
+            if depth + 1 > MAX_DEPTH:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            level.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _js_number(value: float) -> str:
@@ -113,9 +170,20 @@ def _prepare(value: Any, path: list[str | int]) -> Any:
             # would read back as unsafe integers: refuse them like the integers they print as.
             raise CanonicalJsonError(pointer(path) or "/", "integer outside +-(2^53-1)")
         return msgspec.Raw(_js_number(value).encode())
+    if len(path) >= MAX_DEPTH:
+        raise CanonicalJsonError(pointer(path) or "/", DEPTH_REASON)
     if isinstance(value, Mapping):
         if not all(isinstance(key, str) for key in value):
             raise CanonicalJsonError(pointer(path) or "/", "object key is not a string")
+        for key in value:
+            if not key.isascii():
+                try:
+                    key.encode("utf-8")
+                except UnicodeEncodeError:
+                    # The key itself may be data: name its parent, not the key.
+                    raise CanonicalJsonError(
+                        pointer(path) or "/", "lone surrogate in an object key"
+                    ) from None
         out: dict[str, Any] = {}
         for key in _sorted_keys(value):
             path.append(key)
@@ -141,7 +209,7 @@ def canonical_bytes(value: Any) -> bytes:
     try:
         return _ENCODER.encode(_prepare(value, []))
     except RecursionError:
-        raise CanonicalJsonError("/", "nesting too deep") from None
+        raise CanonicalJsonError("/", DEPTH_REASON) from None
 
 
 def digest_bytes(data: bytes) -> str:
@@ -196,6 +264,7 @@ def loads_strict(data: bytes | str) -> Any:
     Raises:
         CanonicalJsonError: the text is not JSON or breaks the profile.
     """
+    check_depth(data)
     try:
         return json.loads(
             data,
@@ -207,7 +276,7 @@ def loads_strict(data: bytes | str) -> Any:
     except CanonicalJsonError:
         raise
     except RecursionError:
-        raise CanonicalJsonError("/", "nesting too deep") from None
+        raise CanonicalJsonError("/", DEPTH_REASON) from None
     except ValueError as exc:
         position = getattr(exc, "pos", None)
         where = f"byte {position}" if position is not None else "/"
@@ -252,8 +321,11 @@ def decode_canonical(line: bytes) -> Any:
     Verifiers call this per line. Most lines take a C-speed path: when every float literal is
     printed as JavaScript prints it, no integer has 16 digits and no character is above
     U+FFFF, msgspec's sorted encoding is the profile's, so one decode and one encode decide.
-    Other lines are checked by ``canonical_bytes``.
+    Other lines are checked by ``canonical_bytes``. A line nested deeper than ``MAX_DEPTH`` is
+    ``NOT_CANONICAL`` (``loads_strict`` names the reason).
     """
+    if too_deep(line):
+        return NOT_CANONICAL
     marked = line.translate(_MARKS)
     if b"!" not in marked and _LONG_DIGITS not in marked:
         try:
@@ -268,7 +340,7 @@ def decode_canonical(line: bytes) -> Any:
     try:
         value = _DECODER.decode(line)
         return value if canonical_bytes(value) == line else NOT_CANONICAL
-    except (msgspec.DecodeError, CanonicalJsonError):
+    except (msgspec.DecodeError, CanonicalJsonError, RecursionError):
         return NOT_CANONICAL
 
 

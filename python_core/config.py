@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from python_core.canonical import DEPTH_REASON, value_too_deep
+from python_core.config_paths import check_nul, check_path
 from python_core.errors import ConfigError
 from python_core.tool_cassette.config import ToolCassetteConfig
 from python_core.tool_cassette.config import parse_config as parse_tool_cassette
@@ -76,6 +78,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     for key in raw:
         if key not in _TOP_LEVEL:
             raise ConfigError(key, "unknown key (expected one of: " + ", ".join(_TOP_LEVEL) + ")")
+    _refuse_nulls(raw, cwd)
     python = raw.get("python")
     # schemastery fills an absent array with []: that means "the installing interpreter".
     if python is not None and (
@@ -95,7 +98,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     model = raw.get("modelCassette")
     if model is not None and not isinstance(model, dict):
         raise ConfigError("modelCassette", "must be an object")
-    return SidecarConfig(
+    config = SidecarConfig(
         cwd=cwd,
         tool_cassette=None if tool_cassette is None else parse_tool_cassette(tool_cassette, cwd=cwd),
         mock=_parse_mock(raw.get("mock")),
@@ -104,3 +107,35 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         trace=None if trace is None else os.path.join(cwd, trace),
         report=None if report is None else os.path.join(cwd, report),
     )
+    _check_files(config)
+    return config
+
+
+def _refuse_nulls(raw: Mapping[str, Any], cwd: str) -> None:
+    """Refuse deep nesting, ``null`` sections and NUL bytes in path fields before parsing."""
+    if value_too_deep(raw):
+        raise ConfigError("config", DEPTH_REASON)
+    check_nul("cwd", cwd)
+    for key in _TOP_LEVEL:
+        # `toolCassette:` with its block mis-indented is null: refusing it keeps a typo from
+        # silently disabling a feature (and running real tool bodies).
+        if key in raw and raw[key] is None:
+            raise ConfigError(key, "is null (a mis-indented YAML block?); give the section or remove the key")
+    if isinstance(raw.get("trace"), str):
+        check_nul("trace", raw["trace"])
+    subagent = raw.get("subagentCassette")
+    if isinstance(subagent, dict) and isinstance(subagent.get("file"), str):
+        check_nul("subagentCassette.file", subagent["file"])
+
+
+def _check_files(config: SidecarConfig) -> None:
+    """Check every path a feature will open (see ``python_core.config_paths``)."""
+    if config.tool_cassette is not None:
+        check_path("toolCassette.file", config.tool_cassette.file,
+                   "write" if config.tool_cassette.mode == "record" else "read")
+    if config.trace is not None:
+        check_path("trace", config.trace, "write")
+    subagent = config.subagent_cassette
+    if subagent is not None and isinstance(subagent.get("file"), str) and subagent["file"].strip():
+        check_path("subagentCassette.file", os.path.join(config.cwd, subagent["file"]),
+                   "read" if subagent.get("mode") == "replay" else "write")

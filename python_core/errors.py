@@ -14,7 +14,24 @@ __all__ = [
     "ProtocolError",
     "SidecarError",
     "SidecarUnavailable",
+    "printable",
 ]
+
+
+def printable(text: str) -> str:
+    """Escape control characters, lone surrogates and line separators as ``\\uXXXX``.
+
+    Messages may carry user-chosen names (file names, config keys): escaped, they stay one
+    printable line and can always be encoded (a lone surrogate cannot be written as UTF-8).
+    """
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(
+        f"\\u{ord(c):04x}"
+        if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or 0xD800 <= ord(c) < 0xE000 or c in "\u2028\u2029"
+        else c
+        for c in text
+    )
 
 
 class SidecarError(Exception):
@@ -26,6 +43,7 @@ class SidecarError(Exception):
     """How to fix it, when one sentence can say so; shown on its own line after the error."""
 
     def __init__(self, message: str) -> None:
+        message = printable(message)
         super().__init__(message)
         self.message = message
 

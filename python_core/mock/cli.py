@@ -1,7 +1,8 @@
 """``dsh-sidecar mock``: validate and convert replay sources offline.
 
-Exit codes: 0 ok; 1 invalid input (``INVALID_SCRIPT``, ``CONVERSION_MISMATCH``); 2 usage or
-I/O (click usage errors, ``SOURCE_UNREADABLE``). Errors go to stderr as ``CODE: message``.
+Exit codes (one policy for every dsh-sidecar CLI): 0 ok; 1 invalid or unreadable input
+(``INVALID_SCRIPT``, ``CONVERSION_MISMATCH``, ``SOURCE_UNREADABLE``); 2 usage (click). Errors go
+to stderr as one ``CODE: message`` line.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ def _fail(error: SidecarError) -> NoReturn:
 
 
 @mock.command("validate")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 @click.option("--turn", type=click.IntRange(min=1), help="For session logs: check one turn.")
 def validate(file: str, turn: int | None) -> None:
     """Check FILE (canonical script, DSH JSONL or zstd JSONL) and summarize it."""
     name = source_name_for(file)
     try:
         kind, script = load_source(
-            read_source(file, source=name), source_name=name, preserve_timing=True, turn=turn
+            read_source(file, source=name, follow=True), source_name=name, preserve_timing=True, turn=turn
         )
     except SidecarError as error:
         _fail(error)
@@ -50,7 +51,7 @@ def validate(file: str, turn: int | None) -> None:
 
 
 @mock.command("convert")
-@click.argument("session_jsonl", type=click.Path(dir_okay=False))
+@click.argument("session_jsonl")
 @click.option(
     "--preserve-timing", is_flag=True, help="Turn reliable model latencies into explicit waits."
 )
@@ -60,7 +61,7 @@ def convert(session_jsonl: str, preserve_timing: bool, turn: int | None) -> None
     name = source_name_for(session_jsonl)
     try:
         _, script = load_source(
-            read_source(session_jsonl, source=name),
+            read_source(session_jsonl, source=name, follow=True),
             source_name=name,
             preserve_timing=preserve_timing,
             turn=turn,

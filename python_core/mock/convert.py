@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from python_core.canonical import loads_strict
+from python_core.canonical import DEPTH_REASON, loads_strict, too_deep
 from python_core.errors import CanonicalJsonError
 from python_core.mock.errors import ConversionMismatch, InvalidScript
 from python_core.mock.script import Script, validate_script
@@ -158,6 +158,8 @@ class _Converter:
         first = next((i for i, raw in enumerate(lines) if raw and not raw.isspace()), None)
         if first is None:
             raise InvalidScript(self.source, "empty session log")
+        if too_deep(lines[first]):
+            raise self.invalid(first + 1, DEPTH_REASON)
         try:
             self.header(_HEADER.decode(lines[first]), first + 1)
         except msgspec.DecodeError as exc:
@@ -171,6 +173,8 @@ class _Converter:
             line += 1
             if not raw or (raw[0] in _BLANK and raw.isspace()):
                 continue
+            if too_deep(raw):
+                raise self.invalid(line, DEPTH_REASON)
             try:
                 event = decode(raw)
                 seq = event.seq if event.seq is not None else event.seq0

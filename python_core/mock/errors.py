@@ -220,7 +220,6 @@ class SourceUnreadable(MockError):
     """The replay source could not be read; names the source, never its absolute path."""
 
     code = "SOURCE_UNREADABLE"
-    exit_code = 2
 
     def __init__(self, source: str, reason: str) -> None:
         super().__init__(f"{source}: {reason}")

@@ -58,6 +58,10 @@ def resolve_replay_path(
     """
     if not arg or "\x00" in arg:
         raise PathRefused("invalid-path", "the path is empty or contains a NUL character")
+    try:
+        arg.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PathRefused("invalid-path", "the path holds a lone surrogate") from None
     if arg.startswith("~"):
         raise PathRefused("home-expansion", "~ is not expanded; write the path without it")
     if ".." in arg.replace("\\", "/").split("/"):

@@ -39,8 +39,10 @@ __all__ = [
 
 SCRIPT_TYPE: Final = "dsh-mock-script"
 SCRIPT_VERSION: Final = 1
-# Node timers overflow above 2^31-1 ms, so a longer wait could not be honoured by a JS host.
-MAX_WAIT_MS: Final = 2**31 - 1
+# Seed 002: a wait is any NonNegativeInteger; the canonical profile carries integers up to
+# 2^53-1. The bridge sleeps in bounded chunks against a deadline, so no timer cap (Node's
+# 2^31-1 ms setTimeout, an event loop's select timeout) can make a long wait fire early.
+MAX_WAIT_MS: Final = 2**53 - 1
 # The provider-facing rule DSH model routes accept for function names (DeepSeek/OpenAI style).
 TOOL_NAME_RULE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _TOOL_NAME_TEXT: Final = "1-64 characters of A-Z a-z 0-9 _ -"

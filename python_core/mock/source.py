@@ -10,15 +10,15 @@ happens in memory.
 
 from __future__ import annotations
 
-import errno
 import os
 import os.path
-import stat
 from typing import Final, Literal
 
 import msgspec
 import zstandard
 
+from python_core.canonical import too_deep
+from python_core.files import FileRefused, display_name, open_regular, reason_of
 from python_core.mock.convert import convert_session
 from python_core.mock.errors import InvalidScript, SourceUnreadable
 from python_core.mock.script import Script, decode_script
@@ -53,44 +53,33 @@ _KIND: Final = msgspec.json.Decoder(_Kind)
 
 
 def source_name_for(path: str) -> str:
-    """Return the name diagnostics use for ``path``: its base name, never a directory."""
-    return os.path.basename(path.rstrip("/")) or "source"
+    """Return the name diagnostics use for ``path``: its base name, never a directory, escaped."""
+    return display_name(path, "source")
 
 
-def read_source(path: str, *, source: str) -> bytes:
+def read_source(path: str, *, source: str, follow: bool = False) -> bytes:
     """Read a replay source read-only, refusing anything but a regular file.
 
     Args:
-        path: the path the path policy returned (symlink-free).
+        path: the path the path policy returned (symlink-free), or a CLI argument.
         source: the name shown in diagnostics.
+        follow: follow a final symlink (the CLIs); the replay path policy already resolved
+            symlinks, so there a link swapped in afterwards is refused.
 
     Raises:
         SourceUnreadable: the file cannot be opened or read, is not regular, or is too big.
     """
-    # O_NOFOLLOW: the policy resolved symlinks; a link swapped in afterwards is refused.
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
-    except OSError as exc:
-        raise SourceUnreadable(source, _errno_name(exc)) from None
+        handle = open_regular(path, follow=follow)
+    except FileRefused as refused:
+        raise SourceUnreadable(source, refused.reason) from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise SourceUnreadable(source, "not a regular file")
-        if info.st_size > MAX_SOURCE_BYTES:
-            raise SourceUnreadable(source, f"larger than {MAX_SOURCE_BYTES} bytes")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
+        with handle:
+            if os.fstat(handle.fileno()).st_size > MAX_SOURCE_BYTES:
+                raise SourceUnreadable(source, f"larger than {MAX_SOURCE_BYTES} bytes")
             return handle.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
-        raise SourceUnreadable(source, _errno_name(exc)) from None
-    finally:
-        os.close(fd)
-
-
-def _errno_name(exc: OSError) -> str:
-    if exc.errno is None:
-        return "cannot be read"
-    return errno.errorcode.get(exc.errno, "cannot be read")
+        raise SourceUnreadable(source, reason_of(exc)) from None
 
 
 def detect_format(data: bytes) -> SourceFormat:
@@ -98,6 +87,8 @@ def detect_format(data: bytes) -> SourceFormat:
     if data.startswith(ZSTD_MAGIC):
         return "dsh-jsonl-zstd"
     first = data.split(b"\n", 1)[0]
+    if too_deep(first):
+        return "canonical-json"  # the strict script decoder names the depth
     try:
         kind = _KIND.decode(first)
     except msgspec.DecodeError:

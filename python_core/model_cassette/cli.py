@@ -2,8 +2,8 @@
 
 Rule: parse, call the store, print. Output names structural facts only (line, frame kind, lane
 and position, provider/model route, fingerprints, counts, finish kinds, message indexes, tool
-and option names), never prompt or answer text or the absolute path. Exit codes: ``verify`` and
-``inspect`` 0 valid, 1 invalid, 2 usage or I/O; ``diff`` 0 equivalent, 2 different, 1 unreadable.
+and option names), never prompt or answer text or the absolute path. Exit codes (the file CLIs'
+one policy): 0 valid/equivalent, 1 invalid or unreadable, 2 usage; ``diff`` 2 different.
 """
 
 from __future__ import annotations

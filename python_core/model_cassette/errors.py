@@ -106,7 +106,6 @@ class ModelCassetteIOError(SidecarError):
     """A cassette file operation failed; names the operation, the base name and the errno."""
 
     code = "MODEL_CASSETTE_IO"
-    exit_code = 2
 
     def __init__(self, operation: str, name: str, errno_name: str) -> None:
         super().__init__(f"cannot {operation} {name}: {errno_name}")

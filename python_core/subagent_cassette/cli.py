@@ -1,8 +1,9 @@
 """``subagent-cassette`` commands: verify, inspect, diff (mounted under ``dsh-sidecar``).
 
 Rule: parse, call store/diff, print. Output is metadata only (keys, fingerprints, counts,
-projected stop reasons) with control characters escaped. Exit codes: 0 ok/equivalent,
-2 different or not comparable (and click usage errors), 1 read or format errors.
+projected stop reasons) with control characters escaped. Exit codes (one policy for every
+dsh-sidecar CLI): 0 ok/equivalent; 1 invalid or unreadable; 2 different or not comparable
+(``diff``, a drift gate like ``diff(1)``'s non-zero) and click usage errors.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import click
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from python_core.errors import SidecarError
 from python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
@@ -40,7 +42,7 @@ def cli() -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 def verify(file: str) -> None:
     """Validate FILE: schema, canonical JSON, hash chain, sequences, occurrences."""
     try:
@@ -58,6 +60,7 @@ def _summary(cassette: Cassette) -> dict[str, Any]:
     outcomes = Counter(project_stop_reason(r.outcome) for r in cassette.interactions)
     return {
         "file": cassette.name,
+        "version": header.version,
         "interactions": cassette.count,
         "target": header.target.dshSubagent,
         "provider": to_json(header.provider),
@@ -69,6 +72,10 @@ def _summary(cassette: Cassette) -> dict[str, Any]:
             1 for r in cassette.interactions if getattr(r.outcome, "redactions", 0) > 0
         ),
     }
+
+
+def _continuable(value: bool | UnsetType) -> str:
+    return "unknown (format v1)" if value is UNSET else str(value).lower()
 
 
 def _call(record: Any) -> dict[str, Any]:
@@ -85,7 +92,7 @@ def _call(record: Any) -> dict[str, Any]:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.option("--show-calls", is_flag=True, help="List every interaction (keys, outcome class).")
 def inspect(file: str, as_json: bool, show_calls: bool) -> None:
@@ -106,7 +113,7 @@ def inspect(file: str, as_json: bool, show_calls: bool) -> None:
     click.echo(f"  target      dsh-subagent {escape(summary['target'], 40)}")
     click.echo(
         f"  provider    {escape(provider.cassette, 40)} -> {escape(provider.upstream, 40)}"
-        f" (continuable={str(provider.continuable).lower()},"
+        f" (continuable={_continuable(provider.continuable)},"
         f" inheritsParentContext={str(provider.inheritsParentContext).lower()})"
     )
     click.echo(f"  requests    {summary['requestStorage']} view")
@@ -160,8 +167,8 @@ def _print_diff(report: DiffReport) -> None:
 
 
 @cli.command()
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a")
+@click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def diff(a: str, b: str, as_json: bool) -> None:
     """Compare A and B by identity: exit 0 equivalent, 2 different, 1 error."""

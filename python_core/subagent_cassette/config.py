@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from python_core.errors import ConfigError
+from python_core.canonical import DEPTH_REASON, canonical_bytes
+from python_core.errors import CanonicalJsonError, ConfigError
 from python_core.subagent_cassette.redact import build_redactor
 
 __all__ = ["CassetteConfig", "ProviderConfig", "parse_config"]
@@ -80,7 +81,16 @@ def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
         ConfigError: names the offending field (``INVALID_CONFIG``).
     """
     try:
+        # Lone surrogates (keys or values) and deep nesting, named before msgspec meets them.
+        canonical_bytes(raw)
+    except CanonicalJsonError as exc:
+        if "surrogate" in exc.reason or exc.reason == DEPTH_REASON:
+            field = exc.location.strip("/").replace("/", ".") or "config"
+            raise ConfigError(field, exc.reason) from None
+    try:
         config = msgspec.convert(raw, CassetteConfig)
+    except UnicodeEncodeError:
+        raise ConfigError("config", "lone surrogate in a string or object key") from None
     except msgspec.ValidationError as exc:
         field, reason = _field_of(str(exc))
         raise ConfigError(field, reason) from None

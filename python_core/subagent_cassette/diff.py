@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from python_core.subagent_cassette.errors import NotComparable
 from python_core.subagent_cassette.format import (
@@ -62,6 +63,8 @@ def _policy(header: Header) -> dict[str, Any]:
     """Return the header facts whose difference is policy drift."""
     provider = header.provider
     return {
+        "version": header.version,
+        "target.dshSubagent": header.target.dshSubagent,
         "provider.cassette": provider.cassette,
         "provider.upstream": provider.upstream,
         "provider.capabilities": to_json(provider.capabilities),
@@ -75,6 +78,9 @@ def _policy(header: Header) -> dict[str, Any]:
 
 def _policy_drift(a: Header, b: Header) -> tuple[str, ...]:
     left, right = _policy(a), _policy(b)
+    if UNSET in (left["provider.continuable"], right["provider.continuable"]):
+        # A v1 header does not say; unknown is not a difference.
+        del left["provider.continuable"], right["provider.continuable"]
     return tuple(field for field in left if left[field] != right[field])
 
 
@@ -108,7 +114,9 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
     Raises:
         NotComparable: the cassettes target different DSH subagent versions.
     """
-    if a.header.target.dshSubagent != b.header.target.dshSubagent:
+    if a.header.version == b.header.version and a.header.target.dshSubagent != b.header.target.dshSubagent:
+        # Across versions the targets differ by definition (v1 is rc.7) and the identities
+        # still align; within one version another target means another contract.
         raise NotComparable("target.dshSubagent")
     left, right = _index(a), _index(b)
     added = tuple(

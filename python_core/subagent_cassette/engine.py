@@ -41,6 +41,7 @@ from python_core.subagent_cassette.errors import (
 )
 from python_core.subagent_cassette.format import (
     SUPPORTED_TARGETS,
+    VERSION,
     Capabilities,
     Cassette,
     FullRequest,
@@ -717,6 +718,8 @@ def _check_append(name: str, header: Header, config: CassetteConfig) -> None:
     """
     cassette_name, upstream_name = config.provider.names()
     checks: tuple[tuple[str, bool], ...] = (
+        # A v1 (seed 003) chain cannot be continued under a v2 header.
+        ("version", header.version == VERSION),
         ("provider.cassette", header.provider.cassette == cassette_name),
         ("provider.upstream", header.provider.upstream == upstream_name),
         ("requestStorage", header.requestStorage == config.requestView),

@@ -258,7 +258,6 @@ class NotComparable(SidecarError):
     """Two cassettes cannot be diffed (different DSH target)."""
 
     code = "NOT_COMPARABLE"
-    exit_code = 2
 
     def __init__(self, field: str) -> None:
         super().__init__(f"header {field} differs; the cassettes are not comparable")

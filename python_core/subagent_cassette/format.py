@@ -1,4 +1,9 @@
-"""The ``dsh-subagent-cassette`` file format, version 1, rc.8 profile.
+"""The ``dsh-subagent-cassette`` file format: version 2 (rc.8, written) and version 1 (read).
+
+Versions: v1 is seed 003 exactly (target ``0.1.0-rc.7``, closed header without
+``provider.continuable``, an unvalidated ``result.diagnostic``, a ``start-error`` may be
+published); v2 is the rc.8 profile this product writes (``provider.continuable`` required, the
+host's target, ``diagnostic`` capped, ``start-error`` unpublished). Both share every other rule.
 
 Rule: this module owns every record shape and every validity rule of a cassette document
 (closed Structs, canonical bytes, digests, hash chain, sequence/occurrence/call-key rules,
@@ -72,7 +77,10 @@ __all__ = [
 ]
 
 FORMAT: Final = "dsh-subagent-cassette"
-VERSION: Final = 1
+VERSION: Final = 2
+V1: Final = 1
+READ_VERSIONS: Final = (V1, VERSION)
+V1_TARGET: Final = "0.1.0-rc.7"
 SUPPORTED_TARGETS: Final = frozenset({"0.1.0-rc.8"})
 DIAGNOSTIC_MAX_BYTES: Final = 4096
 STOP_REASONS: Final = frozenset({"completed", "aborted", "error", "max-tokens", "refusal"})
@@ -105,13 +113,17 @@ class Capabilities(_Closed, frozen=True, kw_only=True):
 
 
 class ProviderFacts(_Closed, frozen=True, kw_only=True):
-    """Provider names and upstream facts; ``continuable`` is the rc.8 extension."""
+    """Provider names and upstream facts; ``continuable`` is the v2 (rc.8) extension.
+
+    Required in version 2 and absent in version 1 (``check_header`` enforces both): a v1
+    provider's continuability is unknown.
+    """
 
     cassette: NonEmpty
     upstream: NonEmpty
     capabilities: Capabilities
     inheritsParentContext: bool
-    continuable: bool
+    continuable: bool | UnsetType = UNSET
 
 
 class Header(_Closed, frozen=True, kw_only=True, tag_field="kind", tag="cassette/header"):
@@ -333,8 +345,8 @@ def check_blocks(blocks: Any, where: str) -> str | None:
     return None
 
 
-def _check_result(result: JsonObject) -> str | None:
-    """Check the minimum ``SubagentResult`` shape (plus the rc.8 ``diagnostic`` cap)."""
+def _check_result(result: JsonObject, *, diagnostic: bool = True) -> str | None:
+    """Check the minimum ``SubagentResult`` shape (plus, in v2, the rc.8 ``diagnostic`` cap)."""
     if "output" not in result:
         return "outcome.result.output is missing"
     problem = check_blocks(result["output"], "outcome.result.output")
@@ -342,11 +354,11 @@ def _check_result(result: JsonObject) -> str | None:
         return problem
     if not isinstance(result.get("stopReason"), str):
         return "outcome.result.stopReason is not a string"
-    if "diagnostic" in result:
-        diagnostic = result["diagnostic"]
-        if not isinstance(diagnostic, str):
+    if diagnostic and "diagnostic" in result:
+        text = result["diagnostic"]
+        if not isinstance(text, str):
             return "outcome.result.diagnostic is not a string"
-        if len(diagnostic.encode("utf-8", "surrogatepass")) > DIAGNOSTIC_MAX_BYTES:
+        if len(text.encode("utf-8", "surrogatepass")) > DIAGNOSTIC_MAX_BYTES:
             return f"outcome.result.diagnostic exceeds {DIAGNOSTIC_MAX_BYTES} UTF-8 bytes"
     return None
 
@@ -364,8 +376,14 @@ def check_header(header: Header) -> str | None:
     """Return the first semantic problem of a header (target excepted), or ``None``."""
     if header.format != FORMAT:
         return "format is not dsh-subagent-cassette"
-    if header.version != VERSION:
-        return f"version {header.version} is not supported (expected {VERSION})"
+    if header.version not in READ_VERSIONS:
+        return f"version {header.version} is not supported (expected 1 or 2)"
+    if header.version == V1 and header.target.dshSubagent != V1_TARGET:
+        return f"version 1 targets dsh-subagent {V1_TARGET} exactly (seed 003)"
+    if header.version == V1 and header.provider.continuable is not UNSET:
+        return "provider.continuable is not a field of version 1 (seed 003 closes the header)"
+    if header.version == VERSION and header.provider.continuable is UNSET:
+        return "provider.continuable is required in version 2"
     if not _is_timestamp(header.createdAt):
         return "createdAt is not an ISO-8601 timestamp"
     return None
@@ -374,6 +392,10 @@ def check_header(header: Header) -> str | None:
 def _check_target(name: str, header: Header, expected_target: str | None) -> None:
     """Refuse a target other than the host's (or, without a host, a supported one)."""
     found = header.target.dshSubagent
+    if header.version == V1:
+        # Seed 003: version 1 targets exactly 0.1.0-rc.7 (check_header). Its start() contract is
+        # rc.8's minus continuable and diagnostic, so an rc.8 host replays it.
+        return
     if expected_target is not None:
         if found != expected_target:
             raise TargetMismatch(name, found, expected_target)
@@ -400,14 +422,15 @@ def check_interaction(header: Header, record: Interaction) -> str | None:
         return "timing.durationMs is less than timing.startLatencyMs"
     outcome = record.outcome
     if isinstance(outcome, StartErrorOutcome):
-        if record.published:
+        # Seed 003 (v1) allows a published start-error; v2 requires it unpublished.
+        if record.published and header.version != V1:
             return "published must be false for a start-error outcome"
     elif not record.published:
         return f"published must be true for a {outcome_kind(outcome)} outcome"
     if record.local and not record.published:
         return "local requires a published run"
     if isinstance(outcome, ResultOutcome):
-        return _check_result(outcome.result)
+        return _check_result(outcome.result, diagnostic=header.version != V1)
     return None
 
 
@@ -510,8 +533,8 @@ class CassetteParser:
             raise self._fail(lineno, "first record is not a cassette/header")
         if value.get("format") != FORMAT:
             raise self._fail(lineno, "format is not dsh-subagent-cassette")
-        if value.get("version") != VERSION:
-            raise self._fail(lineno, f"version is not {VERSION}")
+        if value.get("version") not in READ_VERSIONS:
+            raise self._fail(lineno, "version is not 1 or 2")
         try:
             header = msgspec.convert(value, Header)
         except msgspec.ValidationError as exc:

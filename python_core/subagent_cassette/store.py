@@ -9,11 +9,11 @@ Names in errors are file names without directories.
 
 from __future__ import annotations
 
-import errno
 import os
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from python_core import files
 from python_core.subagent_cassette.errors import (
     CassetteExists,
     CassetteLocked,
@@ -29,13 +29,13 @@ WriteMode = Literal["create", "truncate", "append"]
 
 
 def display_name(path: str | os.PathLike[str]) -> str:
-    """Return the name used in messages: the file name, never its directory."""
-    return Path(path).name or "cassette"
+    """Return the name used in messages: the file name, never its directory (errors escape it)."""
+    return os.path.basename(os.fspath(path).rstrip("/")) or "cassette"
 
 
 def _reason(exc: OSError) -> str:
     """Describe an OS failure without its path."""
-    return exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    return files.reason_of(exc)
 
 
 def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
@@ -43,13 +43,13 @@ def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
     name = display_name(path)
     parser = CassetteParser(name, expected_target=expected_target, keep=keep)
     try:
-        with path.open("rb") as handle:
+        with files.open_regular(path) as handle:
             for lineno, line in enumerate(handle, start=1):
                 parser.feed(line, lineno)
-    except FileNotFoundError:
-        raise CassetteNotFound(name) from None
-    except IsADirectoryError:
-        raise CassetteReadError(name, "is a directory") from None
+    except files.FileRefused as refused:
+        if refused.reason == "no such file":
+            raise CassetteNotFound(name) from None
+        raise CassetteReadError(name, refused.reason) from None
     except OSError as exc:
         raise CassetteReadError(name, _reason(exc)) from None
     return parser.finish()

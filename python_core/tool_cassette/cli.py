@@ -1,6 +1,7 @@
 """``dsh-tool-cassette``: verify and inspect cassette files.
 
-Rule: parse, call the store, print. Exit 0 valid, 1 invalid, 2 usage or I/O. Output names
+Rule: parse, call the store, print. Exit codes (one policy for every dsh-sidecar CLI): 0 valid;
+1 invalid or unreadable (``CASSETTE_INVALID``, ``CASSETTE_IO``); 2 usage (click). Output names
 structural facts only (line, frame kind, ordinal, tool, counts), never file content or the
 absolute path.
 """

@@ -52,6 +52,7 @@ from python_core.tool_cassette.format import (
     encode,
 )
 from python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
+from python_core.turns import RecordingInterrupted
 
 __all__ = [
     "CALL_TRANSITIONS",
@@ -387,8 +388,12 @@ class ToolCassetteSession(abc.ABC):
         """Observe a selected call's frozen final outcome."""
 
     @abc.abstractmethod
-    def close(self) -> CloseReport:
-        """End the session and report every error that makes the run fail."""
+    def close(self, interruption: str | None = None) -> CloseReport:
+        """End the session and report every error that makes the run fail.
+
+        ``interruption`` says why the recorded turn did not really end (``TurnLedger``);
+        a recording then keeps its partial instead of publishing.
+        """
 
     @abc.abstractmethod
     def statistics(self) -> CassetteStats:
@@ -514,13 +519,19 @@ class RecordSession(ToolCassetteSession):
             return
         self._recorded += 1
 
-    def close(self) -> CloseReport:
+    def close(self, interruption: str | None = None) -> CloseReport:
         """Write the tail and publish create-only, or keep the partial and report why not."""
         self._advance(Event.CLOSE, "", "")
         pending = self._pending()
         errors = list(self._errors)
         published = False
-        if self.state is SessionState.RECORDING and pending == 0:
+        if interruption is not None:
+            name = os.path.basename(self.config.file)
+            errors.append(RecordingInterrupted(
+                f"tool cassette {name}", interruption,
+                f"not published, kept {os.path.basename(self._recorder.partial)}",
+            ))
+        if self.state is SessionState.RECORDING and pending == 0 and interruption is None:
             try:
                 self._recorder.append(CompleteFrame(seq=0, prev=GENESIS, calls=self._ordinals))
                 self._recorder.publish()
@@ -529,7 +540,7 @@ class RecordSession(ToolCassetteSession):
                 errors.append(error)
         else:
             self._recorder.abandon()
-        if not published:
+        if not published and interruption is None:
             cause = errors[0].code if errors else None
             partial = os.path.basename(self._recorder.partial)
             errors.append(RecordingIncomplete(partial, pending, cause))
@@ -646,7 +657,7 @@ class ReplaySession(ToolCassetteSession):
             return
         self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
 
-    def close(self) -> CloseReport:
+    def close(self, interruption: str | None = None) -> CloseReport:
         """Report poison, extra calls and unconsumed records; the file is left untouched."""
         self._advance(Event.CLOSE, "", "")
         errors = list(self._errors)

@@ -227,7 +227,6 @@ class CassetteIOError(SidecarError):
     """The cassette file could not be read, written or published."""
 
     code = "CASSETTE_IO"
-    exit_code = 2
 
     def __init__(self, operation: str, name: str, errno_name: str) -> None:
         super().__init__(f"cannot {operation} {name}: {errno_name}")

@@ -8,7 +8,6 @@ a file is loaded only after every frame has been checked.
 
 from __future__ import annotations
 
-import errno
 import os
 import sys
 from typing import TypeVar
@@ -16,7 +15,8 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from python_core.canonical import digest_bytes, is_canonical
+from python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
+from python_core.files import FileRefused, display_name, open_regular, reason_of
 from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from python_core.tool_cassette.format import (
     GENESIS,
@@ -53,8 +53,7 @@ def partial_path(path: str) -> str:
 
 
 def _io_error(operation: str, path: str, exc: OSError) -> CassetteIOError:
-    name = errno.errorcode.get(exc.errno or 0, "EIO")
-    return CassetteIOError(operation, os.path.basename(path), name)
+    return CassetteIOError(operation, display_name(path), reason_of(exc))
 
 
 def _fsync_dir(path: str) -> None:
@@ -208,6 +207,8 @@ class _Scanner:
         body = line[:-1]
         if self.complete:
             raise CassetteInvalid("frame after the complete tail", line=number)
+        if too_deep(body):
+            raise CassetteInvalid(DEPTH_REASON, line=number)
         if number == 1:
             self._probe(body)
         try:
@@ -332,9 +333,11 @@ def _check_result(frame: ResultFrame) -> None:
 
 def _scan(path: str, scanner: _Scanner) -> None:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for number, line in enumerate(handle, start=1):
                 scanner.feed(number, line)
+    except FileRefused as refused:
+        raise CassetteIOError("read", display_name(path), refused.reason) from None
     except OSError as exc:
         raise _io_error("read", path, exc) from None
     scanner.finish()

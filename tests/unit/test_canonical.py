@@ -8,12 +8,16 @@ import random
 import pytest
 
 from python_core.canonical import (
+    MAX_DEPTH,
     NOT_CANONICAL,
     canonical_bytes,
+    check_depth,
     decode_canonical,
     digest,
     is_canonical,
     loads_strict,
+    too_deep,
+    value_too_deep,
 )
 from python_core.errors import CanonicalJsonError
 
@@ -59,7 +63,7 @@ def test_deep_nesting_is_a_named_error_not_a_crash() -> None:
     value: object = "x"
     for _ in range(5000):
         value = [value]
-    with pytest.raises(CanonicalJsonError, match="nesting too deep"):
+    with pytest.raises(CanonicalJsonError, match="nested deeper than 256 levels"):
         canonical_bytes(value)
 
 
@@ -121,3 +125,41 @@ def test_the_fast_check_agrees_with_the_encoder(seed: int) -> None:
         assert decode_canonical(line) == json.loads(line), f"seed {seed}"
         spaced = json.dumps(json.loads(line), ensure_ascii=False).encode()
         assert is_canonical(spaced) == (spaced == line), f"seed {seed}"
+
+
+def _nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def test_the_depth_limit_is_256_levels_of_arrays_and_objects() -> None:
+    assert MAX_DEPTH == 256
+    assert not too_deep(_nested(256))
+    assert too_deep(_nested(257))
+    assert not too_deep(b'{"a":' * 256 + b"1" + b"}" * 256)
+    assert too_deep(b'{"a":' * 257 + b"1" + b"}" * 257)
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    assert not too_deep(b'["' + b"[{" * 1000 + b'\\"[["]')
+
+
+def test_the_depth_limit_is_one_named_error_for_text_and_values() -> None:
+    with pytest.raises(CanonicalJsonError, match=r"^NON_CANONICAL_JSON: nested deeper than 256 levels at /$"):
+        loads_strict(_nested(257))
+    with pytest.raises(CanonicalJsonError, match="nested deeper than 256 levels"):
+        check_depth(_nested(1000))
+    assert decode_canonical(_nested(5000)) is NOT_CANONICAL
+    assert canonical_bytes(loads_strict(_nested(256))) == _nested(256)
+    value: object = 1
+    for _ in range(257):
+        value = [value]
+    assert value_too_deep(value) and not value_too_deep([[1]])
+    with pytest.raises(CanonicalJsonError, match="nested deeper than 256 levels"):
+        canonical_bytes(value)
+
+
+def test_a_lone_surrogate_in_an_object_key_is_refused_by_name() -> None:
+    with pytest.raises(CanonicalJsonError) as info:
+        canonical_bytes({"ok": {"\ud800": 1}})
+    assert str(info.value) == "NON_CANONICAL_JSON: lone surrogate in an object key at /ok"
+    assert canonical_bytes({"\U0001f600": 1}) == '{"\U0001f600":1}'.encode()

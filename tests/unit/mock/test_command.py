@@ -220,8 +220,8 @@ def test_replay_path_may_be_a_json_quoted_string() -> None:
             "non-negative integer without sign or leading zeros (column 47)",
         ),
         (
-            "/mock replay a.jsonl --overwrite-wait-time-ms 2147483648",
-            "--overwrite-wait-time-ms exceeds 2147483647 ms (column 47)",
+            "/mock replay a.jsonl --overwrite-wait-time-ms 9007199254740992",
+            "--overwrite-wait-time-ms exceeds 9007199254740991 ms (column 47)",
         ),
         (
             "/mock replay a.jsonl --overwrite-wait-time-ms 1 --overwrite-wait-time-ms 2",

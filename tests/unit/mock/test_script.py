@@ -120,8 +120,8 @@ def test_zero_wait_is_an_explicit_wait() -> None:
             "wait must be a non-negative integer of milliseconds at /steps/1/wait",
         ),
         (
-            [{"tool": "a", "args": {}}, {"wait": 2**31}, {"tool": "b", "args": {}}],
-            "wait exceeds 2147483647 ms at /steps/1/wait",
+            [{"tool": "a", "args": {}}, {"wait": 2**53}, {"tool": "b", "args": {}}],
+            "wait exceeds 9007199254740991 ms at /steps/1/wait",
         ),
         ([{"wait": 5}], "the script has no executable step at /steps"),
         ([], "the script has no executable step at /steps"),
@@ -248,3 +248,10 @@ def test_line_of_adds_the_source_line_to_a_diagnostic() -> None:
 def test_long_unknown_field_names_are_capped_in_messages() -> None:
     message = invalid(make_script({"tool": "a", "args": {}}) | {"k" * 100: 1})
     assert "k" * 41 not in message
+
+
+@pytest.mark.parametrize("wait", [2**31 - 1, 2**31, 2**40, 2**53 - 1])
+def test_any_non_negative_integer_wait_of_the_canonical_range_is_accepted(wait: int) -> None:
+    text = json.dumps(make_script({"tool": "a", "args": {}}, {"wait": wait}, {"tool": "b", "args": {}}))
+    script = decode_script(text.encode(), source="s.json")
+    assert json.loads(encode_script(script))["steps"][1] == {"wait": wait}

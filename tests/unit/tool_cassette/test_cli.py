@@ -36,10 +36,10 @@ def test_verify_invalid_file_exits_one_with_structural_reason(
     assert "hunter" not in result.output and str(tmp_path) not in result.output
 
 
-def test_verify_missing_file_exits_two_without_the_absolute_path(tmp_path: Path) -> None:
+def test_verify_missing_file_exits_one_without_the_absolute_path(tmp_path: Path) -> None:
     result = run("verify", str(tmp_path / "gone.jsonl"))
-    assert result.exit_code == 2
-    assert result.output == "CASSETTE_IO: cannot read gone.jsonl: ENOENT\n"
+    assert result.exit_code == 1
+    assert result.output == "CASSETTE_IO: cannot read gone.jsonl: no such file\n"
 
 
 def test_verify_without_a_file_is_a_usage_error() -> None:

@@ -412,3 +412,25 @@ def test_errors_never_contain_raw_arguments_values_or_the_tmp_path(
     for text in texts:
         assert kit.SECRET not in text
         assert str(tmp_path) not in text
+
+
+def test_an_interrupted_recording_keeps_its_partial_even_with_no_call_pending(
+    make_config: Any, kit: Any,
+) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    kit.drive(session, [kit.Call()])
+
+    report = session.close("turn 1 did not end")
+
+    assert not report.published
+    assert messages(report) == [
+        "RECORDING_INTERRUPTED: tool cassette w.tool-cassette.jsonl: turn 1 did not end; "
+        "not published, kept w.tool-cassette.jsonl.partial"
+    ]
+    assert not os.path.exists(session.config.file)
+    assert os.path.exists(session.config.file + ".partial")
+
+
+def test_an_interruption_changes_nothing_in_a_replay(replay: ToolCassetteSession, kit: Any) -> None:
+    kit.drive(replay, [kit.Call(args=ARGS, outcome=kit.ok())])
+    assert replay.close("turn 1 did not end").errors == ()

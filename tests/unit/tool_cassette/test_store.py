@@ -58,7 +58,7 @@ def test_append_after_abandon_is_an_io_error(tmp_path: Path) -> None:
 def test_create_in_a_missing_directory_names_only_the_base_name(tmp_path: Path) -> None:
     with pytest.raises(CassetteIOError) as info:
         Recorder.create(str(tmp_path / "missing" / "c.jsonl"))
-    assert str(info.value) == "CASSETTE_IO: cannot create c.jsonl.partial: ENOENT"
+    assert str(info.value) == "CASSETTE_IO: cannot create c.jsonl.partial: no such file"
 
 
 def test_load_returns_calls_in_ordinal_order(make_cassette: Any) -> None:
@@ -78,7 +78,7 @@ def test_verify_reports_counts_of_a_valid_file(make_cassette: Any) -> None:
 def test_verify_of_a_missing_file_is_an_io_error(tmp_path: Path) -> None:
     with pytest.raises(CassetteIOError) as info:
         verify_file(str(tmp_path / "nope.jsonl"))
-    assert str(info.value) == "CASSETTE_IO: cannot read nope.jsonl: ENOENT"
+    assert str(info.value) == "CASSETTE_IO: cannot read nope.jsonl: no such file"
 
 
 def test_empty_file_is_invalid(tmp_path: Path) -> None:

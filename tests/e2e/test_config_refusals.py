@@ -1,0 +1,54 @@
+"""Row configs that used to fail late or silently are refused at boot by field (real headless DSH).
+
+A ``null`` feature section (what ``toolCassette:`` with its block mis-indented gives) once
+disabled the cassette and ran the real tool bodies; a cassette path in a missing directory, a
+directory, or a replay of a missing file failed as an I/O error without naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from dshrun import Dsh
+
+MakeDsh = Callable[..., Dsh]
+TASK = '/mock run echo({"text": "hi"})'
+
+
+@pytest.mark.parametrize("section", ["toolCassette", "subagentCassette", "mock", "trace"])
+def test_a_null_section_written_in_yaml_fails_the_boot_by_name(make_dsh: MakeDsh, section: str) -> None:
+    dsh = make_dsh(sidecar_enabled=False, extra_patch=(
+        "- id: sidecar\n"
+        "  name: dsh-sidecar-shim\n"
+        "  disabled: false\n"
+        "  config:\n"
+        f"    {section}:\n"
+    ))
+
+    run = dsh.run(TASK)
+
+    assert run.rc == 1
+    assert (f"INVALID_CONFIG: {section}: is null (a mis-indented YAML block?); give the section or "
+            "remove the key") in run.stderr
+    assert run.bodies() == []
+
+
+@pytest.mark.parametrize(("mode", "file", "reason"), [
+    ("record", "missing-dir/c.ndjson", "its directory does not exist; create it or fix the path"),
+    ("record", "a-dir", "is a directory; name a file inside it"),
+    ("replay", "a-dir", "is a directory; name a file inside it"),
+    ("replay", "absent.ndjson", "no such file; record it first (mode: record) or fix the path"),
+])
+def test_an_unusable_cassette_path_fails_the_boot_naming_the_field(
+    make_dsh: MakeDsh, mode: str, file: str, reason: str,
+) -> None:
+    dsh = make_dsh(sidecar={"toolCassette": {"mode": mode, "file": file, "include": ["echo"]}})
+    (dsh.cwd / "a-dir").mkdir()
+
+    run = dsh.run(TASK)
+
+    assert run.rc == 1
+    assert f"INVALID_CONFIG: toolCassette.file: {reason}" in run.stderr
+    assert str(dsh.cwd) not in run.stderr
+    assert run.bodies() == []

@@ -1,0 +1,163 @@
+"""Two format versions: v1 exactly as seed 003 defines it (rc.7), v2 the rc.8 header.
+
+The v1 documents here are written from the seed's schema by hand (closed header, no
+``provider.continuable``, ``target.dshSubagent`` exactly ``0.1.0-rc.7``), not by our writer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from python_core.errors import SidecarError
+from python_core.subagent_cassette import Replay
+from python_core.subagent_cassette.cli import cli
+from python_core.subagent_cassette.diff import diff_cassettes
+from python_core.subagent_cassette.store import load, verify_file
+
+SEED_V1_HEADER: dict[str, Any] = {
+    "kind": "cassette/header",
+    "format": "dsh-subagent-cassette",
+    "version": 1,
+    "cassetteId": "0f70b758-74cc-4ae2-b278-fd32a2adfc48",
+    "createdAt": "2026-08-18T03:00:00.000Z",
+    "target": {"dshSubagent": "0.1.0-rc.7"},
+    "provider": {
+        "cassette": "cassette",
+        "upstream": "spawn",
+        "capabilities": {"outputSchema": True, "depthLimit": True, "toolFilter": True, "persona": True},
+        "inheritsParentContext": False,
+    },
+    "requestStorage": "metadata",
+    "redactSecrets": True,
+    "redactionPatterns": [],
+}
+
+
+def _seed_interaction(sequence: int, **changes: Any) -> dict[str, Any]:
+    """An interaction with exactly the fields of seed 003's example."""
+    record: dict[str, Any] = {
+        "kind": "cassette/interaction",
+        "sequence": sequence,
+        "callKey": f"root/audit-8c676fdd50f5~{sequence}",
+        "parentKey": "root",
+        "parentContextFingerprint": "sha256:" + "a" * 64,
+        "occurrence": sequence,
+        "requestFingerprint": "sha256:" + "b" * 64,
+        "request": {"storage": "metadata", "metadata": {
+            "label": "audit", "promptBlocks": 1, "promptBytes": 96, "hasOutputSchema": False,
+            "hasPersona": False}},
+        "timing": {"startedAt": "2026-08-18T03:00:01.000Z", "startLatencyMs": 14.22, "durationMs": 829.17},
+        "published": True,
+        "local": True,
+        "outcome": {"kind": "result", "result": {"output": [], "stopReason": "completed"}, "redactions": 0},
+    }
+    record.update(changes)
+    return record
+
+
+def _to_v1(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same recording under a seed-003 v1 header (what an rc.7 writer would have written)."""
+    header = dict(records[0])
+    header.update(version=1, target={"dshSubagent": "0.1.0-rc.7"})
+    header["provider"] = {k: v for k, v in header["provider"].items() if k != "continuable"}
+    return [header, *records[1:]]
+
+
+@pytest.fixture
+def seed_v1(tmp_path: Path, sealed: Any) -> Path:
+    path = tmp_path / "seed-v1.cassette.jsonl"
+    start_error = {"kind": "start-error", "error": {"name": "Error", "message": "x", "code": "OFFLINE"}}
+    path.write_bytes(sealed([SEED_V1_HEADER, _seed_interaction(1),
+                             _seed_interaction(2, published=True, local=False, outcome=start_error)]))
+    return path
+
+
+def test_our_writer_stamps_version_2_with_the_continuable_fact(record_file: Any, records_of: Any) -> None:
+    header = records_of(record_file())[0]
+    assert header["version"] == 2
+    assert header["target"] == {"dshSubagent": "0.1.0-rc.8"}
+    assert isinstance(header["provider"]["continuable"], bool)
+
+
+def test_a_v1_file_written_from_the_seed_schema_verifies(seed_v1: Path) -> None:
+    cassette = verify_file(seed_v1)
+    assert (cassette.header.version, cassette.count) == (1, 2)
+    assert cassette.header.target.dshSubagent == "0.1.0-rc.7"
+
+
+@pytest.mark.parametrize(("version", "provider_extra", "target", "message"), [
+    (1, {"continuable": True}, "0.1.0-rc.7", "provider.continuable is not a field of version 1"),
+    (1, {}, "0.1.0-rc.8", "version 1 targets dsh-subagent 0.1.0-rc.7"),
+    (2, {}, "0.1.0-rc.8", "provider.continuable is required in version 2"),
+    (3, {}, "0.1.0-rc.8", "version is not 1 or 2"),
+])
+def test_each_version_has_exactly_its_own_header(
+    tmp_path: Path, sealed: Any, version: int, provider_extra: dict[str, Any], target: str, message: str,
+) -> None:
+    header = {**SEED_V1_HEADER, "version": version, "target": {"dshSubagent": target},
+              "provider": {**SEED_V1_HEADER["provider"], **provider_extra}}
+    path = tmp_path / "h.cassette.jsonl"
+    path.write_bytes(sealed([header]))
+    with pytest.raises(SidecarError) as info:
+        verify_file(path)
+    assert message in str(info.value)
+
+
+def test_a_v1_start_error_may_be_published_as_the_seed_allows(seed_v1: Path) -> None:
+    assert load(seed_v1).interactions[1].published is True
+
+
+@pytest.mark.parametrize("command", [["verify"], ["inspect"], ["inspect", "--json"], ["inspect", "--show-calls"]])
+def test_the_cli_reads_v1(seed_v1: Path, command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, str(seed_v1)])
+    assert result.exit_code == 0, result.output
+    if command == ["inspect"]:
+        assert "continuable=unknown (format v1)" in result.output
+
+
+def test_diff_compares_identities_across_versions(
+    record_file: Any, records_of: Any, sealed: Any, tmp_path: Path,
+) -> None:
+    v2 = record_file()
+    v1 = tmp_path / "as-v1.cassette.jsonl"
+    v1.write_bytes(sealed(_to_v1(records_of(v2))))
+
+    report = diff_cassettes(load(v1), load(v2))
+
+    assert report.equivalent is False
+    assert (len(report.added), len(report.removed), len(report.outcomeChanged), report.unchanged) == (0, 0, 0, 1)
+    assert report.policyDrift == ("version", "target.dshSubagent")
+    result = CliRunner().invoke(cli, ["diff", str(v1), str(v2), "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.output)["unchanged"] == 1
+
+
+def test_replay_serves_a_v1_recording_on_the_rc8_host(
+    record_file: Any, records_of: Any, sealed: Any, open_cassette: Any, make_start: Any,
+    tmp_path: Path,
+) -> None:
+    v2 = record_file()
+    v1 = tmp_path / "as-v1.cassette.jsonl"
+    v1.write_bytes(sealed(_to_v1(records_of(v2))))
+
+    replay = open_cassette(v1, mode="replay")
+    decision = replay.on_start(make_start())
+
+    assert isinstance(decision, Replay)
+    assert replay.provider_facts() is not None and replay.close().errors == ()
+
+
+def test_appending_a_v2_writer_to_a_v1_file_is_refused(
+    record_file: Any, records_of: Any, sealed: Any, open_cassette: Any, tmp_path: Path,
+) -> None:
+    v1 = tmp_path / "as-v1.cassette.jsonl"
+    v1.write_bytes(sealed(_to_v1(records_of(record_file()))))
+    with pytest.raises(SidecarError) as info:
+        open_cassette(v1, writeMode="append")
+    assert str(info.value).startswith("APPEND_INCOMPATIBLE")
+    assert "version" in str(info.value)

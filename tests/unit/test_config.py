@@ -1,0 +1,103 @@
+"""The row config: null sections, NUL bytes and unusable paths are refused by field at boot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from python_core.config import parse_sidecar_config
+from python_core.errors import ConfigError
+
+TOOL = {"mode": "record", "file": "c.ndjson", "include": ["echo"]}
+
+
+def refusal(raw: dict[str, Any], cwd: Path | str) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse_sidecar_config(raw, cwd=str(cwd))
+    return str(info.value)
+
+
+@pytest.mark.parametrize("section", ["toolCassette", "mock", "subagentCassette", "trace", "python"])
+def test_a_null_section_is_refused_by_name(section: str, tmp_path: Path) -> None:
+    assert refusal({section: None}, tmp_path) == (
+        f"INVALID_CONFIG: {section}: is null (a mis-indented YAML block?); give the section or remove the key"
+    )
+
+
+def test_an_absent_section_is_simply_off(tmp_path: Path) -> None:
+    config = parse_sidecar_config({}, cwd=str(tmp_path))
+    assert config.tool_cassette is None and config.subagent_cassette is None and config.trace is None
+
+
+@pytest.mark.parametrize(("raw", "field"), [
+    ({"trace": "t\0.jsonl"}, "trace"),
+    ({"subagentCassette": {"mode": "record", "file": "a\0b"}}, "subagentCassette.file"),
+    ({"toolCassette": {**TOOL, "file": "c\0.ndjson"}}, "toolCassette.file"),
+])
+def test_a_nul_byte_in_a_path_field_is_refused_by_name(raw: dict[str, Any], field: str, tmp_path: Path) -> None:
+    message = refusal(raw, tmp_path)
+    assert message.startswith(f"INVALID_CONFIG: {field}: must not contain")
+    assert "\0" not in message
+
+
+def test_a_nul_byte_in_the_cwd_is_refused_by_name() -> None:
+    assert refusal({}, "/tmp/a\0b") == "INVALID_CONFIG: cwd: must not contain a NUL byte"
+
+
+@pytest.mark.parametrize(("section", "field"), [
+    ({"toolCassette": {**TOOL, "file": "missing/c.ndjson"}}, "toolCassette.file"),
+    ({"trace": "missing/t.jsonl"}, "trace"),
+    ({"subagentCassette": {"mode": "record", "file": "missing/s.jsonl"}}, "subagentCassette.file"),
+])
+def test_a_file_to_write_in_a_missing_directory_is_refused_by_name(
+    section: dict[str, Any], field: str, tmp_path: Path,
+) -> None:
+    assert refusal(section, tmp_path) == (
+        f"INVALID_CONFIG: {field}: its directory does not exist; create it or fix the path"
+    )
+
+
+@pytest.mark.parametrize(("section", "field"), [
+    ({"toolCassette": {**TOOL, "file": "d"}}, "toolCassette.file"),
+    ({"toolCassette": {**TOOL, "mode": "replay", "file": "d"}}, "toolCassette.file"),
+    ({"trace": "d"}, "trace"),
+    ({"subagentCassette": {"mode": "replay", "file": "d"}}, "subagentCassette.file"),
+])
+def test_a_directory_where_a_file_goes_is_refused_by_name(
+    section: dict[str, Any], field: str, tmp_path: Path,
+) -> None:
+    (tmp_path / "d").mkdir()
+    assert refusal(section, tmp_path) == f"INVALID_CONFIG: {field}: is a directory; name a file inside it"
+
+
+@pytest.mark.parametrize(("section", "field"), [
+    ({"toolCassette": {**TOOL, "mode": "replay", "file": "absent"}}, "toolCassette.file"),
+    ({"subagentCassette": {"mode": "replay", "file": "absent"}}, "subagentCassette.file"),
+])
+def test_replaying_a_missing_file_is_refused_by_name(section: dict[str, Any], field: str, tmp_path: Path) -> None:
+    assert refusal(section, tmp_path) == (
+        f"INVALID_CONFIG: {field}: no such file; record it first (mode: record) or fix the path"
+    )
+
+
+def test_replaying_a_fifo_or_a_looping_symlink_is_refused_by_name(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink("loop", tmp_path / "loop")
+    replay = {**TOOL, "mode": "replay"}
+    assert refusal({"toolCassette": {**replay, "file": "fifo"}}, tmp_path) == (
+        "INVALID_CONFIG: toolCassette.file: is not a regular file; name a cassette file"
+    )
+    assert refusal({"toolCassette": {**replay, "file": "loop"}}, tmp_path).startswith(
+        "INVALID_CONFIG: toolCassette.file: "
+    )
+
+
+def test_replaying_through_a_symlink_to_a_file_is_accepted(tmp_path: Path) -> None:
+    (tmp_path / "real.ndjson").write_text("")
+    os.symlink("real.ndjson", tmp_path / "link.ndjson")
+    config = parse_sidecar_config({"toolCassette": {**TOOL, "mode": "replay", "file": "link.ndjson"}},
+                                  cwd=str(tmp_path))
+    assert config.tool_cassette is not None
