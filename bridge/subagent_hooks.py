@@ -5,11 +5,15 @@ The shim registers a provider whose ``start()`` asks ``subagent/start``; the cas
 ``subagent/published`` and ``subagent/outcome``) or ``replay`` (the shim returns a run with a
 fresh id, ``localAgent: undefined`` and the recorded outcome). A miss is an error answer, so
 ``start()`` rejects and the delegating tool sees it.
+
+A recorded child that ended in an error is still recorded and published (a failure can be what
+the test replays on purpose), but the run says so once at shutdown: ``SUBAGENT_CHILD_FAILED``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -34,10 +38,13 @@ from python_core.subagent_cassette import (
     UpstreamFacts,
     parse_config,
 )
+from python_core.subagent_cassette.engine import RunOutcome, WireResult, WireStartError
 from python_core.subagent_cassette.store import display_name
 from python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
+
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 class SubagentHooks:
@@ -48,6 +55,8 @@ class SubagentHooks:
         self.setup = setup
         self.trace = trace
         self.closed: CloseReport | None = None
+        # One description per recorded child that ended in an error, in settle order.
+        self.failed_children: list[str] = []
 
     @classmethod
     def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> SubagentHooks:
@@ -102,6 +111,9 @@ class SubagentHooks:
         """A forwarded run settled: append it (fsync-ed before this returns)."""
         self.cassette.on_outcome(params.handle, params.outcome)
         self.trace.write("subagent/outcome", callKey=params.handle.callKey)
+        failure = _failure(params.outcome)
+        if failure is not None:
+            self.failed_children.append(f"callKey {params.handle.callKey}, {failure}")
 
     def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
         """Close the cassette; return its errors and a summary line.
@@ -117,8 +129,28 @@ class SubagentHooks:
                 f"subagent cassette {display_name(self.cassette.config.file)}", interruption,
                 f"it holds {s.recorded} interactions, not the whole turn; record again",
             ))
-        note = (
+        notes = [
             f"subagent cassette {s.mode}: {s.started} starts, {s.recorded} recorded, {s.replayed} replayed, "
             f"{s.missed} missed, {s.unconsumed} unconsumed"
-        )
-        return errors, [note]
+        ]
+        if self.failed_children:
+            fate = ("the cassette is not published (see the errors)" if errors else
+                    "the cassette is published anyway and replays that failure")
+            notes.append(
+                f"SUBAGENT_CHILD_FAILED: {len(self.failed_children)} of {s.recorded} recorded child run(s) ended "
+                f"in an error (first: {self.failed_children[0]}); {fate}; if the child should succeed, fix it and "
+                "re-record (record mode all)"
+            )
+        return errors, notes
+
+
+def _failure(outcome: RunOutcome) -> str | None:
+    """How a settled child run failed (its kind, stop reason, error code; never a message), or None."""
+    wire = outcome.outcome
+    if isinstance(wire, WireResult):
+        reason = wire.result.get("stopReason")
+        return "stopReason error" if reason == "error" else None
+    kind = "start-error" if isinstance(wire, WireStartError) else "result-error"
+    code = wire.error.code
+    # The code is printed only when it looks like one: the error's text never reaches stderr.
+    return f"{kind} {code}" if isinstance(code, str) and _CODE.fullmatch(code) else kind

@@ -1,0 +1,101 @@
+"""``SubagentHooks``: a recorded child that ended in an error is published with one named warning."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from bridge.protocol import SubagentOutcomeParams, SubagentPublishedParams
+from bridge.subagent_hooks import SubagentHooks
+from bridge.trace import Trace
+from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.subagent_cassette.engine import RunOutcome
+from python_core.subagent_cassette.format import Capabilities
+
+UPSTREAM = UpstreamFacts(
+    name="spawn-upstream",
+    capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True, persona=True),
+    inheritsParentContext=False, continuable=True,
+)
+
+
+def _start(label: str) -> StartRequest:
+    return msgspec.convert({
+        "request": {"label": label, "prompt": [{"type": "text", "text": f"task {label}"}]},
+        "parentSessionId": "session-1",
+        "parentEvents": [],
+    }, StartRequest)
+
+
+def _outcome(outcome: dict[str, Any]) -> RunOutcome:
+    # A run whose start() rejected was never published and has no child id.
+    started = outcome["kind"] != "start-error"
+    return msgspec.convert({
+        "published": started, "local": started, **({"childId": "child"} if started else {}),
+        "timing": {"startedAt": "2026-12-01T08:00:00.000Z", "startLatencyMs": 1.0, "durationMs": 2.0},
+        "outcome": outcome,
+    }, RunOutcome)
+
+
+def _result(stop: str) -> dict[str, Any]:
+    return {"kind": "result", "result": {"output": [{"type": "text", "text": "secret body"}], "stopReason": stop}}
+
+
+def _error(kind: str, code: str | None) -> dict[str, Any]:
+    error: dict[str, Any] = {"name": "Error", "message": "secret message"}
+    if code is not None:
+        error["code"] = code
+    return {"kind": kind, "error": error}
+
+
+def _record(tmp_path: Path, outcomes: list[dict[str, Any]]) -> tuple[list[str], list[str], Path]:
+    """Record one child per outcome; return the close errors, notes and the cassette path."""
+    hooks = SubagentHooks.open({"mode": "record", "file": "agents.jsonl", "provider": {"transparent": True}},
+                               cwd=str(tmp_path), host_version="0.1.0-rc.8", trace=Trace(None))
+    hooks.hello(UPSTREAM)
+    for index, outcome in enumerate(outcomes):
+        decision = hooks.start(_start(f"child{index}"))
+        assert decision.action == "forward" and decision.handle is not None
+        if outcome["kind"] != "start-error":
+            hooks.published(SubagentPublishedParams(handle=decision.handle, childId=f"child-{index}"))
+        hooks.outcome(SubagentOutcomeParams(handle=decision.handle, outcome=_outcome(outcome)))
+    errors, notes = hooks.close()
+    return [str(e) for e in errors], notes, tmp_path / "agents.jsonl"
+
+
+def test_successful_children_publish_without_a_warning(tmp_path: Path) -> None:
+    errors, notes, path = _record(tmp_path, [_result("completed"), _result("aborted")])
+    assert errors == [] and path.is_file()
+    assert not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
+
+
+@pytest.mark.parametrize(("outcome", "named"), [
+    (_result("error"), "stopReason error"),
+    (_error("result-error", "TOOL_FAILED"), "result-error TOOL_FAILED"),
+    (_error("start-error", None), "start-error"),
+    (_error("start-error", "has spaces: not a code"), "start-error"),
+])
+def test_a_failed_child_is_published_with_one_named_warning(tmp_path: Path, outcome: dict[str, Any],
+                                                            named: str) -> None:
+    errors, notes, path = _record(tmp_path, [_result("completed"), outcome, outcome])
+    assert errors == [] and path.is_file()
+    warnings = [note for note in notes if "SUBAGENT_CHILD_FAILED" in note]
+    assert len(warnings) == 1
+    warning = warnings[0]
+    assert warning.startswith("SUBAGENT_CHILD_FAILED: 2 of 3 recorded child run(s) ended in an error (first: callKey ")
+    assert "child1-" in warning and f", {named}); the cassette is published anyway" in warning
+    assert warning.endswith("fix it and re-record (record mode all)")
+    assert "secret" not in warning and "not a code" not in warning
+
+
+def test_replay_never_warns(tmp_path: Path) -> None:
+    _record(tmp_path, [_result("error")])
+    hooks = SubagentHooks.open({"mode": "replay", "file": "agents.jsonl", "provider": {"transparent": True}},
+                               cwd=str(tmp_path), host_version="0.1.0-rc.8", trace=Trace(None))
+    assert hooks.start(_start("child0")).action == "replay"
+    errors, notes = hooks.close()
+    assert errors == [] and not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
+
