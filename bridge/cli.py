@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, NoReturn
@@ -20,16 +18,17 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from bridge.hostenv import HostError, ensure_host, find_node, host_env
+from bridge import doctor
+from bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
 from bridge.install import PACKAGE, install_package, install_plugin
 from bridge.run import (
+    HOST_ENV_VAR,
     RECORD_MODES,
     HostNotFound,
     ModelCassette,
     RecordMode,
     SubagentCassette,
     ToolCassette,
-    _stderr_tail,
     find_host,
     run,
 )
@@ -72,18 +71,38 @@ def _home(dsh_home: Path | None) -> Path | None:
     return Path(env) if env else None
 
 
-def _prefix(prefix: Path | None) -> Path:
-    """The host prefix: the option, else the project's existing host, else a new ``./.host``."""
+def _prefix(prefix: Path | None, *, creating: bool = False) -> Path:
+    """The host prefix: the option, else ``$DSH_SIDECAR_HOST``, else the project's existing host
+    (found like git finds its repository), else a new ``./.host``; says which when not obvious.
+
+    ``creating``: the command installs what is missing, so a new host is announced before the
+    install starts (it downloads about 100 MB).
+    """
     if prefix is not None:
         return prefix
+    explicit = os.environ.get(HOST_ENV_VAR, "").strip()
+    if explicit:
+        click.echo(f"dsh-sidecar: using the host at {explicit} (${HOST_ENV_VAR})", err=True)
+        return Path(explicit)
     try:
         found = find_host().prefix
     except HostNotFound:
-        click.echo("dsh-sidecar: no host here or in a parent folder; using ./.host", err=True)
+        if creating:
+            click.echo(
+                "dsh-sidecar: no DSH host in this folder, its parents or beside this checkout: installing a new "
+                f"one at {Path('.host').resolve()} (Node, pnpm and DSH, about 100 MB; use --prefix DIR or "
+                f"${HOST_ENV_VAR} for another place)", err=True,
+            )
         return Path(".host")
     if found != Path(".host").resolve():
         click.echo(f"dsh-sidecar: using the host at {found}", err=True)
     return found
+
+
+def _path_hint(env: HostEnv) -> None:
+    """Setup ends by saying how to get this host's ``dsh`` on PATH when it is not there yet."""
+    if shutil.which("dsh") != str(env.dsh):
+        click.echo('to put dsh on PATH in this shell: eval "$(dsh-sidecar shellenv)"')
 
 
 def _fail(error: SidecarError, hint_exit: int = 2) -> NoReturn:
@@ -107,13 +126,12 @@ def host() -> None:
 def host_install(prefix: Path | None, dsh_home: Path | None) -> None:
     """Install Node (if needed), pnpm and DSH rc.8 with the hmr fix under PREFIX."""
     try:
-        env = ensure_host(_prefix(prefix), _home(dsh_home))
+        env = ensure_host(_prefix(prefix, creating=True), _home(dsh_home))
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"dsh: {env.dsh}")
     click.echo(f"DSH_HOME: {env.dsh_home}")
-    if shutil.which("dsh") != str(env.dsh):
-        click.echo('to put dsh on PATH in this shell: eval "$(dsh-sidecar shellenv)"')
+    _path_hint(env)
 
 
 @main.command("shellenv")
@@ -128,65 +146,15 @@ def shellenv(prefix: Path | None, dsh_home: Path | None) -> None:
     click.echo(f"export DSH_HOME={shlex.quote(str(env.dsh_home))}")
 
 
-_NAMED = re.compile(r"^[A-Z][A-Z_]+: ")
-
-
-def _row_state(dsh: Path, environ: dict[str, str], cwd: str) -> str:
-    """``enabled``, ``disabled`` or ``missing``: the ``sidecar`` row as the profile composes it."""
-    proc = subprocess.run([str(dsh), "--profile", "headless", "--dump-config"], cwd=cwd, env=environ,
-                          capture_output=True, text=True, timeout=120)
-    lines = proc.stdout.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == "- id: sidecar"), None)
-    if start is None:
-        return "missing"
-    for line in lines[start + 1:]:
-        if not line.startswith(" "):
-            break
-        if line.strip().startswith("disabled:"):
-            return "disabled" if line.split(":", 1)[1].strip() == "true" else "enabled"
-    return "enabled"
-
-
-def _boot_check(env_dsh: Path, environ: dict[str, str]) -> tuple[bool, str]:
-    """Boot the headless profile as configured (the sidecar row's own config and python), only
-    switching the row on and the default model to the sidecar's mock route."""
-    with tempfile.TemporaryDirectory() as work:
-        patch = Path(work) / "doctor.patch.yml"
-        # An id-targeted patch replaces only the keys it names: the row keeps its config.
-        patch.write_text(
-            "- id: sidecar\n  disabled: false\n"
-            "- id: agent-default-model\n  config: { provider: mock, model: mock }\n"
-        )
-        proc = subprocess.run(
-            [str(env_dsh), "--profile", "headless", "--patch", str(patch), "doctor"],
-            cwd=work, env=environ, capture_output=True, text=True, timeout=120,
-        )
-    ok = proc.returncode == 0 and "dsh-sidecar mock route" in proc.stdout
-    tail = _stderr_tail(proc.stderr, known=[])
-    named = [line for line in tail if _NAMED.match(line)]
-    return ok, (named or tail or [f"exit {proc.returncode}, no stderr"])[0]
-
-
-def _python_check(profile: Path) -> tuple[bool, str]:
-    """Whether the interpreter the installed row starts can import the bridge."""
-    try:
-        python = json.loads((profile / "node_modules" / PACKAGE / "install.json").read_text())["python"]
-        proc = subprocess.run([*python, "-c", "import bridge.sidecar"], capture_output=True, text=True, timeout=60)
-    except (OSError, ValueError, KeyError, subprocess.SubprocessError) as exc:
-        return False, f"cannot start it ({type(exc).__name__})"
-    if proc.returncode != 0:
-        return False, f"{python[0]} cannot import the bridge; re-run `dsh-sidecar install` from the right venv"
-    return True, f"{python[0]} (imports the bridge)"
-
-
 @host.command("doctor")
 @_PREFIX
 @_DSH_HOME
 def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
-    """Check the host and the headless profile as a run will use them; exit 1 with a fix if broken."""
+    """Check the host and the headless profile as a plain `dsh` run uses them; exit 1 with the fix if broken."""
     env = host_env(_prefix(prefix), _home(dsh_home))
     environ = env.environ()
     problems: list[str] = []
+    fixes: list[str] = []
 
     def version(argv: list[str]) -> str | None:
         try:
@@ -216,26 +184,37 @@ def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
         problems.append("host")
     if not installed:
         problems.append("plugin")
+    if problems:
+        fixes.append("run `dsh-sidecar host install` then `dsh-sidecar install --profile headless`")
     if dsh is not None and installed:
-        ok, what = _python_check(profile)
+        row = doctor.read_row(env.dsh, "headless", environ, Path.cwd())
+        ok, what = doctor.python_check(profile, row)
         click.echo(f"python:  {what}")
         if not ok:
             problems.append("python")
-        row = _row_state(env.dsh, environ, str(env.prefix))
-        click.echo(f"row:     {row}" + ("" if row == "enabled" else
-                   " (the run API and the pytest plugin enable it per run; enable it in the profile's "
-                   "cordis.patch.yml for plain `dsh` runs)"))
-        ok, last = _boot_check(env.dsh, environ)
-        click.echo(f"boot:    {'ok' if ok else 'FAILED: ' + last}")
-        if not ok:
+            fixes.append("point the row at a python that has dsh-sidecar installed (the python line says how)")
+        click.echo(f"row:     {row.state}" + {
+            "enabled": "",
+            "disabled": " (plain `dsh` runs do not load the sidecar; the run API and the pytest plugin enable it per "
+                        "run; enable it with `- id: sidecar / disabled: false` in the profile's cordis.patch.yml "
+                        "or a --patch file)",
+            "missing": " (the profile has no `sidecar` row)",
+            "unknown": " (the composed row could not be read; see `dsh --profile headless --dump-config`)",
+        }[row.state])
+        if row.state == "missing":
+            problems.append("row")
+            fixes.append("re-run `dsh-sidecar install --profile headless` (its bundle patch inserts the row), and "
+                         "check that no layer of yours removes it")
+        boot = doctor.boot_check(env.dsh, "headless", environ, row, Path.cwd()) if row.state != "missing" else None
+        click.echo("boot:    " + ("not tried (no row)" if boot is None else boot.line if boot.ok
+                                  else f"FAILED: {boot.line}"))
+        if boot is not None and not boot.ok:
             problems.append("boot")
+            fixes.append("fix the row's config or python (the boot line names it), then run doctor again")
     else:
         click.echo("boot:    not tried")
     if problems:
-        fix = ("fix the row's config or python (the boot line names it), then run doctor again"
-               if problems == ["boot"] else
-               "run `dsh-sidecar host install` then `dsh-sidecar install --profile headless`")
-        click.echo(f"fix: {fix} (broken: {', '.join(problems)})", err=True)
+        click.echo(f"fix: {'; '.join(fixes)} (broken: {', '.join(problems)})", err=True)
         sys.exit(1)
 
 
@@ -252,12 +231,13 @@ def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
 def install(profile: str, prefix: Path | None, dsh_home: Path | None, python: str | None) -> None:
     """Pack node_shim and install it with `dsh plugin --profile PROFILE add <tgz>`."""
     try:
-        env = ensure_host(_prefix(prefix), _home(dsh_home))
+        env = ensure_host(_prefix(prefix, creating=True), _home(dsh_home))
         profile_dir = install_plugin(env, profile, [python] if python else None)
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {PACKAGE} into {profile_dir}")
     click.echo("enable it in that profile's cordis.patch.yml (row id `sidecar`); see README")
+    _path_hint(env)
 
 
 @main.command("add-local-plugin")
@@ -268,11 +248,12 @@ def install(profile: str, prefix: Path | None, dsh_home: Path | None, python: st
 def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_home: Path | None) -> None:
     """Pack a local DSH plugin DIRECTORY and install it with `dsh plugin add` (replacing it)."""
     try:
-        env = ensure_host(_prefix(prefix), _home(dsh_home))
+        env = ensure_host(_prefix(prefix, creating=True), _home(dsh_home))
         profile_dir = install_package(env, profile, directory.resolve())
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")
+    _path_hint(env)
 
 
 @main.command("run", context_settings={"allow_interspersed_args": False})

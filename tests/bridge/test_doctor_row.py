@@ -1,0 +1,105 @@
+"""The doctor's reader for the ``sidecar`` row of ``dsh --dump-config``, and the host prefix notice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bridge import cli
+from bridge.doctor import Row, parse_row
+from bridge.hostenv import HostError
+from bridge.run import HostNotFound
+
+DUMP = """\
+# == dsh-sidecar-shim
+- id: sidecar
+  name: dsh-sidecar-shim
+  disabled: false
+  config:
+    python:
+      - /usr/bin/python3
+      - '-X'
+      - 'it''s: x'
+      - "tab\\there"
+    toolCassette:
+      mode: replay
+      file: cass/w x.ndjson
+      include:
+        - weather_lookup
+        - fs_*
+    mock:
+      enabled: true
+      defaultGapMs: 0
+      nestedTools: []
+    subagentCassette:
+      mode: record
+      file: a.jsonl
+      provider:
+        transparent: true
+    modelCassette:
+      mode: replay
+      file: /abs/model.ndjson
+# == dsh-example-tools
+- id: example-tools
+  disabled: true
+"""
+
+
+def test_the_row_block_is_read_with_its_config() -> None:
+    row = parse_row(DUMP)
+    assert row.state == "enabled"
+    assert row.config == {
+        "python": ["/usr/bin/python3", "-X", "it's: x", "tab\there"],
+        "toolCassette": {"mode": "replay", "file": "cass/w x.ndjson", "include": ["weather_lookup", "fs_*"]},
+        "mock": {"enabled": True, "defaultGapMs": 0, "nestedTools": []},
+        "subagentCassette": {"mode": "record", "file": "a.jsonl", "provider": {"transparent": True}},
+        "modelCassette": {"mode": "replay", "file": "/abs/model.ndjson"},
+    }
+    # Only relative replay files are resolved against a run's folder.
+    assert row.replay_files() == ["cass/w x.ndjson"]
+
+
+@pytest.mark.parametrize(("dump", "expected"), [
+    ("- id: other\n  disabled: false\n", Row("missing", None)),
+    ("- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: true\n  config: {}\n", Row("disabled", {})),
+    ("- id: sidecar\n  config:\n    python: &anchor [a]\n", Row("unknown", None)),
+    ("- id: sidecar\n  config:\n    key:value\n", Row("unknown", None)),
+])
+def test_missing_disabled_and_unreadable_rows(dump: str, expected: Row) -> None:
+    assert parse_row(dump) == expected
+
+
+def _no_host(start: object = None) -> object:
+    raise HostNotFound("none")
+
+
+def test_a_new_host_is_announced_before_the_install_starts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("DSH_SIDECAR_HOST", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "find_host", _no_host)
+    seen: list[Path] = []
+
+    def stop(prefix: Path, _home: object) -> object:
+        seen.append(prefix)
+        raise HostError("stopped by the test")
+
+    monkeypatch.setattr(cli, "ensure_host", stop)
+    result = CliRunner().invoke(cli.main, ["host", "install"])
+    assert seen == [Path(".host")]
+    first, second = result.stderr.splitlines()
+    assert first == (
+        "dsh-sidecar: no DSH host in this folder, its parents or beside this checkout: installing a new one at "
+        f"{tmp_path.resolve() / '.host'} (Node, pnpm and DSH, about 100 MB; use --prefix DIR or $DSH_SIDECAR_HOST "
+        "for another place)"
+    )
+    assert second == "dsh-sidecar: HOST_SETUP: stopped by the test"
+
+
+def test_the_variable_names_the_host_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DSH_SIDECAR_HOST", str(tmp_path / "elsewhere"))
+    result = CliRunner().invoke(cli.main, ["shellenv"])
+    assert result.exit_code == 1
+    expected = f"dsh-sidecar: using the host at {tmp_path / 'elsewhere'} ($DSH_SIDECAR_HOST)"
+    assert result.stderr.splitlines()[0] == expected
