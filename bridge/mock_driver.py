@@ -53,7 +53,7 @@ from python_core.mock import (
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 
-# A wait may be up to 2^53-1 ms (seed 002: any NonNegativeInteger). Each sleep is bounded so no
+# A wait may be up to 2^53-1 ms (any non-negative integer, docs/mock.md). Each sleep is bounded so no
 # timer limit anywhere below (a select timeout, a platform timer cap) can fire a long one early.
 MAX_SLEEP_CHUNK_S = 3600.0
 

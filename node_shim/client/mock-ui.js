@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * dsh-sidecar mock UI: the browser part `dsh web` loads for this package (seed 002 section 9).
+ * dsh-sidecar mock UI: the browser part `dsh web` loads for this package (docs/web-ui.md).
  *
  * The rc.8 web client loads a plugin's client part as a classic script that registers a factory
  * with `window.__ModuleLoader__.load({id, factory})` (dsh-client-modules); an ES module cannot

@@ -1,4 +1,4 @@
-"""The strict ``/mock`` command grammar (seed 002 section 3).
+"""The strict ``/mock`` command grammar (docs/mock.md, "Command grammar").
 
 Rule: the parser checks command shape and JSON syntax only; tool existence and argument
 schemas belong to the real DSH runtime. Grammar (``ws`` is ASCII space, tab, CR or LF)::

@@ -1,4 +1,4 @@
-"""DSH session JSONL -> canonical mock script (seed 002 section 6).
+"""DSH session JSONL -> canonical mock script (docs/mock.md, "Session JSONL conversion").
 
 Rule: this adapter only gathers candidate steps and source lines; ``validate_script`` is the
 one judge of the result. Every ``assistant/message`` with tool-call blocks is one executable

@@ -1,6 +1,6 @@
 """Named failures of the mock model.
 
-Every class carries the seed 002 error code where the seed names one (section 8.4 table);
+Every class carries its error code (the ``CODE`` of ``CODE: message``, listed in docs/mock.md);
 messages are built from typed fields: tool names, minted call ids, step numbers, JSON-pointer
 locations, ``source:line``. Never raw arguments, results or absolute paths.
 """

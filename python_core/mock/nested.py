@@ -1,4 +1,4 @@
-"""Replay preflight for nested/subagent tools (seed 002 section 7.1, ``UNSUPPORTED_NESTED_TOOL``).
+"""Replay preflight for nested/subagent tools (docs/mock.md, ``UNSUPPORTED_NESTED_TOOL``).
 
 Rule: DSH rc.8's public ``ToolSchema`` (``name``, ``description``, ``parameters``) carries no
 nested/subagent marker, so classification is by name. ``DEFAULT_NESTED_TOOLS`` lists the rc.8

@@ -1,4 +1,4 @@
-"""Where ``/mock replay <path>`` may read from (the seed 002 section 10 decision).
+"""Where ``/mock replay <path>`` may read from (docs/mock.md, "Replay path policy").
 
 Rule (docs/mock.md "Replay path policy"), checked in this order, each with a named rule:
 

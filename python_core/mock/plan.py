@@ -1,4 +1,4 @@
-"""The sans-I/O mock plan: one scripted model response per call (seed 002 sections 5, 7, 8).
+"""The sans-I/O mock plan: one scripted model response per call (docs/mock.md, "Plan").
 
 Rule: this file owns every plan transition (``TRANSITIONS``). The bridge asks
 ``next_response(observed)`` each time the agent loop calls the mock model, sleeps the returned
@@ -61,7 +61,7 @@ DEFAULT_GAP_MS: Final = 100
 
 PlanState = Literal["ready", "awaiting-results", "succeeded", "failed", "cancelled"]
 Mode = Literal["run", "replay"]
-# What a person sees (seed 002 section 9): the row's phase and which card, if any, to show.
+# What a person sees (docs/web-ui.md): the row's phase and which card, if any, to show.
 Phase = Literal["queued", "running", "completed", "failed", "cancelled"]
 Card = Literal["invalid-script", "tool-stop"]
 
@@ -112,7 +112,7 @@ class EmitFinal(msgspec.Struct, frozen=True):
 
 
 class Stop(msgspec.Struct, frozen=True):
-    """End the mock turn with ``error`` (its ``code`` is the seed 002 class)."""
+    """End the mock turn with ``error`` (its ``code`` is the error class, e.g. ``TOOL_FAILED``)."""
 
     error: MockError
 
@@ -135,7 +135,7 @@ class ObservedResult(msgspec.Struct, frozen=True):
 
 
 class MockStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything the seed 002 section 9 cards need; appended as a ``mock/status`` event.
+    """Everything the web UI's status row and cards need (docs/web-ui.md); appended as a ``mock/status`` event.
 
     ``step_count`` counts executable top-level steps only (a parallel group is one step, waits
     are not steps). ``steps_started`` counts steps handed to the bridge (their wait included);

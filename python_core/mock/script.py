@@ -39,7 +39,7 @@ __all__ = [
 
 SCRIPT_TYPE: Final = "dsh-mock-script"
 SCRIPT_VERSION: Final = 1
-# Seed 002: a wait is any NonNegativeInteger; the canonical profile carries integers up to
+# A wait is any non-negative integer; the canonical profile carries integers up to
 # 2^53-1. The bridge sleeps in bounded chunks against a deadline, so no timer cap (Node's
 # 2^31-1 ms setTimeout, an event loop's select timeout) can make a long wait fire early.
 MAX_WAIT_MS: Final = 2**53 - 1

@@ -718,7 +718,7 @@ def _check_append(name: str, header: Header, config: CassetteConfig) -> None:
     """
     cassette_name, upstream_name = config.provider.names()
     checks: tuple[tuple[str, bool], ...] = (
-        # A v1 (seed 003) chain cannot be continued under a v2 header.
+        # A v1 (rc.7) chain cannot be continued under a v2 header.
         ("version", header.version == VERSION),
         ("provider.cassette", header.provider.cassette == cassette_name),
         ("provider.upstream", header.provider.upstream == upstream_name),

@@ -1,6 +1,6 @@
 """The ``dsh-subagent-cassette`` file format: version 2 (rc.8, written) and version 1 (read).
 
-Versions: v1 is seed 003 exactly (target ``0.1.0-rc.7``, closed header without
+Versions: v1 is the rc.7 format, read only (target ``0.1.0-rc.7``, closed header without
 ``provider.continuable``, an unvalidated ``result.diagnostic``, a ``start-error`` may be
 published); v2 is the rc.8 profile this product writes (``provider.continuable`` required, the
 host's target, ``diagnostic`` capped, ``start-error`` unpublished). Both share every other rule.
@@ -379,9 +379,9 @@ def check_header(header: Header) -> str | None:
     if header.version not in READ_VERSIONS:
         return f"version {header.version} is not supported (expected 1 or 2)"
     if header.version == V1 and header.target.dshSubagent != V1_TARGET:
-        return f"version 1 targets dsh-subagent {V1_TARGET} exactly (seed 003)"
+        return f"version 1 targets dsh-subagent {V1_TARGET} exactly"
     if header.version == V1 and header.provider.continuable is not UNSET:
-        return "provider.continuable is not a field of version 1 (seed 003 closes the header)"
+        return "provider.continuable is not a field of version 1 (its header is closed)"
     if header.version == VERSION and header.provider.continuable is UNSET:
         return "provider.continuable is required in version 2"
     if not _is_timestamp(header.createdAt):
@@ -393,7 +393,7 @@ def _check_target(name: str, header: Header, expected_target: str | None) -> Non
     """Refuse a target other than the host's (or, without a host, a supported one)."""
     found = header.target.dshSubagent
     if header.version == V1:
-        # Seed 003: version 1 targets exactly 0.1.0-rc.7 (check_header). Its start() contract is
+        # Version 1 targets exactly 0.1.0-rc.7 (check_header). Its start() contract is
         # rc.8's minus continuable and diagnostic, so an rc.8 host replays it.
         return
     if expected_target is not None:
@@ -422,7 +422,7 @@ def check_interaction(header: Header, record: Interaction) -> str | None:
         return "timing.durationMs is less than timing.startLatencyMs"
     outcome = record.outcome
     if isinstance(outcome, StartErrorOutcome):
-        # Seed 003 (v1) allows a published start-error; v2 requires it unpublished.
+        # Version 1 allows a published start-error; v2 requires it unpublished.
         if record.published and header.version != V1:
             return "published must be false for a start-error outcome"
     elif not record.published:

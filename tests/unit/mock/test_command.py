@@ -1,4 +1,4 @@
-"""The /mock command grammar (seed 002 section 3)."""
+"""The /mock command grammar (docs/mock.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DSH session JSONL -> canonical script (seed 002 section 6)."""
+"""DSH session JSONL -> canonical script (docs/mock.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The replay path policy (docs/mock.md, seed 002 section 10)."""
+"""The replay path policy (docs/mock.md)."""
 
 from __future__ import annotations
 

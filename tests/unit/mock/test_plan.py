@@ -1,4 +1,4 @@
-"""The sans-I/O mock plan (seed 002 sections 5, 7, 8)."""
+"""The sans-I/O mock plan (docs/mock.md, "Plan")."""
 
 from __future__ import annotations
 

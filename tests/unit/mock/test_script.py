@@ -1,4 +1,4 @@
-"""The canonical script and its one validator (seed 002 section 4)."""
+"""The canonical script and its one validator (docs/mock.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Plans keyed by session and turn; idempotent cleanup (seed 002 section 8)."""
+"""Plans keyed by session and turn; idempotent cleanup (docs/mock.md)."""
 
 from __future__ import annotations
 

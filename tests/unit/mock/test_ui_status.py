@@ -1,4 +1,4 @@
-"""The UI fields of ``mock/status`` (seed 002 section 9): Python decides, the browser renders."""
+"""The UI fields of ``mock/status`` (docs/web-ui.md): Python decides, the browser renders."""
 
 from __future__ import annotations
 

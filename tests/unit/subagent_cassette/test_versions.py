@@ -1,6 +1,6 @@
-"""Two format versions: v1 exactly as seed 003 defines it (rc.7), v2 the rc.8 header.
+"""Two format versions: v1 as docs/subagent-cassette-format.md defines it (rc.7), v2 the rc.8 header.
 
-The v1 documents here are written from the seed's schema by hand (closed header, no
+The v1 documents here are written from that schema by hand (closed header, no
 ``provider.continuable``, ``target.dshSubagent`` exactly ``0.1.0-rc.7``), not by our writer.
 """
 
@@ -39,7 +39,7 @@ SEED_V1_HEADER: dict[str, Any] = {
 
 
 def _seed_interaction(sequence: int, **changes: Any) -> dict[str, Any]:
-    """An interaction with exactly the fields of seed 003's example."""
+    """An interaction with exactly the fields of the documented example."""
     record: dict[str, Any] = {
         "kind": "cassette/interaction",
         "sequence": sequence,
@@ -61,7 +61,7 @@ def _seed_interaction(sequence: int, **changes: Any) -> dict[str, Any]:
 
 
 def _to_v1(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The same recording under a seed-003 v1 header (what an rc.7 writer would have written)."""
+    """The same recording under a v1 header (what an rc.7 writer would have written)."""
     header = dict(records[0])
     header.update(version=1, target={"dshSubagent": "0.1.0-rc.7"})
     header["provider"] = {k: v for k, v in header["provider"].items() if k != "continuable"}
@@ -69,8 +69,8 @@ def _to_v1(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def seed_v1(tmp_path: Path, sealed: Any) -> Path:
-    path = tmp_path / "seed-v1.cassette.jsonl"
+def v1_file(tmp_path: Path, sealed: Any) -> Path:
+    path = tmp_path / "v1.cassette.jsonl"
     start_error = {"kind": "start-error", "error": {"name": "Error", "message": "x", "code": "OFFLINE"}}
     path.write_bytes(sealed([SEED_V1_HEADER, _seed_interaction(1),
                              _seed_interaction(2, published=True, local=False, outcome=start_error)]))
@@ -84,8 +84,8 @@ def test_our_writer_stamps_version_2_with_the_continuable_fact(record_file: Any,
     assert isinstance(header["provider"]["continuable"], bool)
 
 
-def test_a_v1_file_written_from_the_seed_schema_verifies(seed_v1: Path) -> None:
-    cassette = verify_file(seed_v1)
+def test_a_v1_file_written_from_the_v1_schema_verifies(v1_file: Path) -> None:
+    cassette = verify_file(v1_file)
     assert (cassette.header.version, cassette.count) == (1, 2)
     assert cassette.header.target.dshSubagent == "0.1.0-rc.7"
 
@@ -108,13 +108,13 @@ def test_each_version_has_exactly_its_own_header(
     assert message in str(info.value)
 
 
-def test_a_v1_start_error_may_be_published_as_the_seed_allows(seed_v1: Path) -> None:
-    assert load(seed_v1).interactions[1].published is True
+def test_a_v1_start_error_may_be_published_as_v1_allows(v1_file: Path) -> None:
+    assert load(v1_file).interactions[1].published is True
 
 
 @pytest.mark.parametrize("command", [["verify"], ["inspect"], ["inspect", "--json"], ["inspect", "--show-calls"]])
-def test_the_cli_reads_v1(seed_v1: Path, command: list[str]) -> None:
-    result = CliRunner().invoke(cli, [*command, str(seed_v1)])
+def test_the_cli_reads_v1(v1_file: Path, command: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*command, str(v1_file)])
     assert result.exit_code == 0, result.output
     if command == ["inspect"]:
         assert "continuable=unknown (format v1)" in result.output
