@@ -159,6 +159,27 @@ def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, Ru
     assert cassette.read_bytes() == cassette_bytes
 
 
+def test_a_child_that_failed_is_published_with_one_warning_and_replays_its_failure(dsh: DshRunner) -> None:
+    task = _task('/mock run broken({"why": "on purpose"})')
+    record = _fixture_run(dsh, TRANSPARENT, "once", task)
+    assert record.exit_code == 1  # the parent's subagent call failed with its child
+    assert _published(record)
+    warnings = [line for line in record.stderr.splitlines() if "SUBAGENT_CHILD_FAILED" in line]
+    assert len(warnings) == 1, record.stderr
+    assert warnings[0].startswith("dsh-sidecar: SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an "
+                                  "error (first: callKey root/audit-")
+    assert warnings[0].endswith(", stopReason error); the cassette is published anyway and replays that failure; "
+                                "if the child should succeed, fix it and re-record (record mode all)")
+    assert "on purpose" not in warnings[0]
+    assert _bodies(dsh.cwd) == ["broken"]
+
+    replay = _fixture_run(dsh, TRANSPARENT, "none", task)
+    assert _replayed(replay) == (1, 0, 0)
+    assert replay.exit_code == 1 and _bodies(dsh.cwd) == ["broken"]
+    assert _results(replay) == _results(record)
+    assert "SUBAGENT_CHILD_FAILED" not in replay.stderr
+
+
 def test_the_separate_name_setup_records_and_replays(dsh: DshRunner, tmp_path: Path) -> None:
     patch = tmp_path / "separate.patch.yml"
     patch.write_text(_tool_row("cassette", backgroundMode="one-shot"))
