@@ -15,7 +15,8 @@ is checked, so a new block cannot go untested silently:
   repository's own files, such as ``pytest tests/examples``).
 - ``<!-- readme-test: pytest FILE -->``: the block is part of FILE verbatim, and FILE passes.
 - ``<!-- readme-test: output NAME -->``: every line of the block is a line of the real output
-  of NAME, in order (``…`` stands for any text): ``previous`` (the block run just before),
+  of NAME, in order (``…`` stands for any text; a line holding only ``…`` is skipped):
+  ``previous`` (the block run just before, stdout and stderr as one stream),
   ``demo`` (``scripts/demo``) or ``weather-mismatch`` (the README's pytest example asking for
   Rome against the recorded Paris cassette).
 - ``<!-- readme-test: skip (REASON) -->``: not run; the reason is required.
@@ -158,8 +159,9 @@ class Session:
                 script = self.work.parent / f"readme-block-{block.line}.py"
                 script.write_text(block.text)
                 body = f"python {script}\n"
+            # stderr joins stdout, so shown output keeps the order a terminal shows.
             ran = _bash(
-                f"source {self.state}\ncd \"$(cat {self.cwd})\"\n"
+                f"exec 2>&1\nsource {self.state}\ncd \"$(cat {self.cwd})\"\n"
                 f"trap 'export -p > {self.state}; pwd > {self.cwd}' EXIT\nset -euo pipefail\n{body}",
                 self.work, _environ([VENV_BIN]),
             )
@@ -196,7 +198,9 @@ def shown_lines_appear(shown: str, output: str) -> bool:
     """Whether every non-blank line of ``shown`` is a whole line of ``output``, in order (``…``: any text)."""
     lines = [line.rstrip() for line in output.splitlines()]
     position = 0
-    for wanted in filter(None, (line.rstrip() for line in shown.splitlines())):
+    for wanted in (line.rstrip() for line in shown.splitlines()):
+        if wanted in ("", "…"):
+            continue
         pattern = re.compile(".*?".join(map(re.escape, wanted.split("…"))))
         position = next((i + 1 for i in range(position, len(lines)) if pattern.fullmatch(lines[i])), -1)
         if position < 0:
@@ -207,6 +211,7 @@ def shown_lines_appear(shown: str, output: str) -> bool:
 def test_shown_lines_match_whole_lines_in_order_with_ellipsis_wildcards() -> None:
     output = "head\nsha256:0123abcd… differ\nlast line\n"
     assert shown_lines_appear("sha256:0123… differ\n\nlast line\n", output)
+    assert shown_lines_appear("head\n…\nlast line\n", output)
     assert not shown_lines_appear("last line\nhead\n", output)
     assert not shown_lines_appear("last\n", output)
 
