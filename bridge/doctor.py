@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bridge.install import PACKAGE
 from bridge.run import _stderr_tail
@@ -31,7 +31,7 @@ _FILE_SECTIONS = ("toolCassette", "subagentCassette", "modelCassette")
 class Row:
     """The ``sidecar`` row of the composed profile: ``missing``, ``disabled`` or ``enabled``."""
 
-    state: str
+    state: Literal["missing", "disabled", "enabled", "unknown"]
     config: dict[str, Any] | None
 
     def replay_files(self) -> list[str]:
@@ -68,8 +68,7 @@ def parse_row(dump: str) -> Row:
     except (ValueError, IndexError):
         return Row("unknown", None)
     config = row.get("config")
-    state = "disabled" if row.get("disabled") is True else "enabled"
-    return Row(state, config if isinstance(config, dict) else None)
+    return Row("disabled" if row.get("disabled") is True else "enabled", config if isinstance(config, dict) else None)
 
 
 def _scalar(text: str) -> Any:
@@ -84,7 +83,9 @@ def _scalar(text: str) -> Any:
         return fixed[text]
     if re.fullmatch(r"-?\d+", text):
         return int(text)
-    if text[:1] in "[{&*!|>%@`":
+    # Flow collections, anchors, tags, block scalars, and what would be a mapping or a comment
+    # inside a plain scalar: outside the subset, so the row is unknown rather than misread.
+    if text[:1] in "[{&*!|>%@`" or ": " in text or " #" in text or text.endswith(":"):
         raise ValueError(text)
     return text
 

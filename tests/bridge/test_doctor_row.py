@@ -66,6 +66,8 @@ def test_the_row_block_is_read_with_its_config() -> None:
     ("- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: true\n  config: {}\n", Row("disabled", {})),
     ("- id: sidecar\n  config:\n    python: &anchor [a]\n", Row("unknown", None)),
     ("- id: sidecar\n  config:\n    key:value\n", Row("unknown", None)),
+    ("- id: sidecar\n  config:\n    python:\n      - a: b\n", Row("unknown", None)),
+    ("- id: sidecar\n  config:\n    trace: t.jsonl # a comment\n", Row("unknown", None)),
 ])
 def test_missing_disabled_and_unreadable_rows(dump: str, expected: Row) -> None:
     assert parse_row(dump) == expected
