@@ -19,6 +19,9 @@ is checked, so a new block cannot go untested silently:
   ``previous`` (the block run just before, stdout and stderr as one stream),
   ``demo`` (``scripts/demo``) or ``weather-mismatch`` (the README's pytest example asking for
   Rome against the recorded Paris cassette).
+- ``<!-- readme-test: patch -->`` (``yaml`` blocks): a profile patch; ``dsh --profile headless
+  --patch BLOCK --dump-config`` composes it with no warning (a row name that does not match, an
+  id the profile does not have).
 - ``<!-- readme-test: skip (REASON) -->``: not run; the reason is required.
 """
 
@@ -36,11 +39,11 @@ from dshrun import ROOT
 
 README = ROOT / "README.md"
 VENV_BIN = ROOT / ".venv" / "bin"
-CHECKED_LANGS = {"sh", "bash", "shell", "console", "python", ""}
+CHECKED_LANGS = {"sh", "bash", "shell", "console", "python", "yaml", ""}
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<lang>\S*)\s*$")
 MARKER = re.compile(r"^\s*<!-- readme-test: (?P<kind>[a-z-]+)(?: (?P<arg>.*?))? -->\s*$")
 KINDS = {"shell": {"sh", "bash"}, "checkout": {"sh", "bash"}, "python": {"python"}, "pytest": {"python"},
-         "output": {""}, "skip": CHECKED_LANGS}
+         "output": {""}, "patch": {"yaml"}, "skip": CHECKED_LANGS}
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ def parse(text: str) -> list[Block]:
 
 
 BLOCKS = [b for b in parse(README.read_text()) if b.lang in CHECKED_LANGS]
-RUN = [b for b in BLOCKS if b.kind in ("shell", "python", "output", "checkout", "pytest")]
+RUN = [b for b in BLOCKS if b.kind in ("shell", "python", "output", "checkout", "pytest", "patch")]
 
 
 def test_every_block_is_classified() -> None:
@@ -148,6 +151,14 @@ class Session:
     def _run(self, block: Block) -> Ran:
         if block.kind == "output":
             return self._source(block.arg)
+        if block.kind == "patch":
+            patch = self.work.parent / f"readme-block-{block.line}.patch.yml"
+            patch.write_text(block.text)
+            host = ROOT / ".host"
+            env = {**_environ([VENV_BIN]), "DSH_HOME": str(host / "dsh-home")}
+            ran = _command([str(host / "bin" / "dsh"), "--profile", "headless", "--patch", str(patch), "--dump-config"],
+                           self.work.parent, env)
+            return Ran(ran.rc or (1 if ran.stderr else 0), ran.stdout, ran.stderr)
         if block.kind == "checkout":
             ran = _bash(f"set -euo pipefail\n{block.text}", ROOT, _environ([VENV_BIN]))
         elif block.kind == "pytest":
