@@ -7,7 +7,7 @@ absolute paths never reach an error.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError
+from python_core.errors import SidecarError, printable
 
 __all__ = [
     "ArgumentsUnreadable",
@@ -26,12 +26,21 @@ __all__ = [
     "UnsupportedConcludesTurn",
     "ValueRejected",
     "fingerprint",
+    "rerecord_hint",
 ]
 
 
 def fingerprint(digest: str) -> str:
     """Return the short display form ``sha256:<12 hex>…`` of a ``sha256:`` digest."""
     return digest[:19] + "…"
+
+
+def rerecord_hint(name: str) -> str:
+    """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
+    return (
+        f"if the new calls are intended, re-record: delete {printable(name)} and run the same task with "
+        'toolCassette.mode: record (run API and pytest: record_mode "all")'
+    )
 
 
 def _call(tool: str, path: str, ordinal: int | None) -> str:
@@ -42,16 +51,21 @@ def _call(tool: str, path: str, ordinal: int | None) -> str:
 
 
 class CassetteMismatch(SidecarError):
-    """A replayed call differs from the record at its ordinal; ``field`` says which identity."""
+    """A replayed call differs from the record at its ordinal; ``field`` says which identity.
+
+    For ``args``, ``pointers`` names where the arguments differ (kinds and JSON pointers).
+    """
 
     code = "CASSETTE_MISMATCH"
 
     def __init__(
-        self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str
+        self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str, *,
+        cassette: str, pointers: str = "",
     ) -> None:
         if field == "args":
             detail = (
                 f"args {fingerprint(actual)} differ from recorded {fingerprint(recorded)}"
+                + (f": {pointers}" if pointers else "")
             )
         else:
             detail = f"{field} differs from recorded {recorded}"
@@ -62,6 +76,8 @@ class CassetteMismatch(SidecarError):
         self.field = field
         self.actual = actual
         self.recorded = recorded
+        self.pointers = pointers
+        self.hint = rerecord_hint(cassette)
 
 
 class ExtraCall(SidecarError):
@@ -69,10 +85,13 @@ class ExtraCall(SidecarError):
 
     code = "CASSETTE_EXTRA_CALL"
 
-    def __init__(self, tool: str, path: str, ordinal: int, recorded_calls: int) -> None:
+    def __init__(
+        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str
+    ) -> None:
         super().__init__(
             f"{_call(tool, path, ordinal)}: extra call, the cassette holds {recorded_calls} calls"
         )
+        self.hint = rerecord_hint(cassette)
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -99,10 +118,11 @@ class UnconsumedRecords(SidecarError):
 
     code = "CASSETTE_UNCONSUMED"
 
-    def __init__(self, count: int, ordinal: int, tool: str, path: str) -> None:
+    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str) -> None:
         super().__init__(
             f"{count} recorded calls not consumed, first {_call(tool, path, ordinal)}"
         )
+        self.hint = rerecord_hint(cassette)
         self.count = count
         self.ordinal = ordinal
         self.tool = tool
