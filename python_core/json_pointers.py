@@ -13,6 +13,8 @@ from typing import Literal
 
 import msgspec
 
+from python_core.errors import printable
+
 __all__ = ["PointerChange", "describe", "differing_pointers", "escape_token"]
 
 Kind = Literal["changed", "added", "removed"]
@@ -78,7 +80,9 @@ def _order(pointer: str) -> list[tuple[int, int | str]]:
 def _shown(pointer: str) -> str:
     if not pointer:
         return "(the whole value)"
-    return pointer if len(pointer) <= _POINTER_CHARS else pointer[: _POINTER_CHARS - 1] + "…"
+    # Keys may hold control characters or lone surrogates: escaped, the line stays one line.
+    cut = pointer if len(pointer) <= _POINTER_CHARS else pointer[: _POINTER_CHARS - 1] + "…"
+    return printable(cut)
 
 
 def describe(changes: list[PointerChange], limit: int = SHOWN) -> str:

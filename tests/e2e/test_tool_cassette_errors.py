@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from collections.abc import Callable
 
 import pytest
-from dshrun import Dsh, Run
+from dshrun import ROOT, Dsh, Run
 
 MakeDsh = Callable[..., Dsh]
 CASSETTE = "c.ndjson"
+TOOL = str(ROOT / ".venv" / "bin" / "dsh-tool-cassette")
 FIX_RERECORD = (
     "dsh-sidecar: fix: if the new calls are intended, re-record: delete c.ndjson and run the same "
     'task with toolCassette.mode: record (run API and pytest: record_mode "all")'
@@ -40,13 +42,13 @@ def _short(args: dict[str, object]) -> str:
     return "sha256:" + hashlib.sha256(canonical).hexdigest()[:12] + "…"
 
 
-def _recorded(make_dsh: MakeDsh, task: str) -> Dsh:
-    """A cwd holding ``c.ndjson`` recorded from ``task``; returns a runner for that cwd."""
-    recorder = make_dsh(sidecar=_row("record"))
+def _recorded(make_dsh: MakeDsh, task: str, include: tuple[str, ...] = ("echo",)) -> Dsh:
+    """A cwd holding ``c.ndjson`` recorded from ``task``; returns a replaying runner for that cwd."""
+    recorder = make_dsh(sidecar=_row("record", include=include))
     run = recorder.run(task)
     assert run.rc == 0, run.stderr
     assert (recorder.cwd / CASSETTE).is_file()
-    return Dsh(cwd=recorder.cwd, sidecar=_row("replay"))
+    return Dsh(cwd=recorder.cwd, sidecar=_row("replay", include=include))
 
 
 def test_a_mismatch_names_the_differing_pointers_and_prints_the_fix_once(make_dsh: MakeDsh) -> None:
@@ -176,3 +178,39 @@ def test_replaying_with_another_include_list_is_refused_at_boot_with_the_fix(mak
         "dsh-sidecar: CASSETTE_INCLUDE_DIFFERS: toolCassette.include differs from the include recorded in c.ndjson",
         "dsh-sidecar: fix: use the include list the cassette was recorded with, or re-record it",
     ]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=30)
+
+
+def test_inspect_lists_each_record_and_diff_names_what_drifted(make_dsh: MakeDsh) -> None:
+    a = _recorded(make_dsh, '/mock run [echo({"text": "a"}) sleepy({"label": "z", "ms": 1})]',
+                  include=("echo", "sleepy"))
+    b = _recorded(make_dsh, '/mock run [echo({"text": "b", "tags": ["t"]}) sleepy({"label": "z", "ms": 1})]',
+                  include=("echo", "sleepy"))
+    file_a, file_b = str(a.cwd / CASSETTE), str(b.cwd / CASSETTE)
+
+    inspect = _cli("inspect", file_a)
+    same = _cli("diff", file_a, file_a)
+    drift = _cli("diff", file_a, file_b)
+
+    assert inspect.returncode == 0
+    table = inspect.stdout.splitlines()[inspect.stdout.splitlines().index("records:") + 1:]
+    assert table == [
+        "  ordinal  tool    path    args                  outcome",
+        f"  0        echo    root/0  {_short({'text': 'a'})}  value",
+        f"  1        sleepy  root/1  {_short({'label': 'z', 'ms': 1})}  value",
+    ]
+    assert (same.returncode, same.stdout) == (
+        0, "equivalent: 2 -> 2 calls, 2 unchanged, 0 changed, 0 added, 0 removed\n",
+    )
+    assert drift.returncode == 2
+    assert drift.stdout.splitlines()[:3] == [
+        "different: 2 -> 2 calls, 1 unchanged, 1 changed, 0 added, 0 removed",
+        "  ~ #0 echo at root/0",
+        f"      args {_short({'text': 'a'})} -> {_short({'tags': ['t'], 'text': 'b'})}: added /tags, changed /text",
+    ]
+    assert drift.stdout.splitlines()[3].startswith("      outcome sha256:")
+    assert drift.stdout.splitlines()[3].endswith(": added /value/tags, changed /value/text")
+    assert str(a.cwd) not in drift.stdout + inspect.stdout

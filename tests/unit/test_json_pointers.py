@@ -69,3 +69,7 @@ def test_deep_nesting_does_not_recurse() -> None:
         recorded, actual = [recorded], [actual]
     (change,) = differing_pointers(recorded, actual)
     assert change.kind == "changed" and change.pointer == "/0" * 5000
+
+
+def test_describe_escapes_control_characters_in_keys() -> None:
+    assert describe(differing_pointers({}, {"a\x1fb\u2028": 1})) == "added /a\\u001fb\\u2028"
