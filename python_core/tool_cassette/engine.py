@@ -323,11 +323,14 @@ class ToolCassetteSession(abc.ABC):
             CassetteExists: record mode and the file or its ``.partial`` exists.
             CassetteInvalid: replay mode and the file fails verification.
             IncludeDiffers: replay mode and ``include`` differs from the recording's.
-            CassetteIOError: the file cannot be created or read.
+            CassetteIOError: the file cannot be created or read (names the field and the fix).
         """
-        if config.mode == "record":
-            return RecordSession.start(config)
-        return ReplaySession.start(config)
+        try:
+            if config.mode == "record":
+                return RecordSession.start(config)
+            return ReplaySession.start(config)
+        except CassetteIOError as error:
+            raise error.at_open(config.mode) from None
 
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` goes through the cassette."""

@@ -35,6 +35,9 @@ def fingerprint(digest: str) -> str:
     return digest[:19] + "…"
 
 
+_SECTION = "toolCassette"
+
+
 def rerecord_hint(name: str) -> str:
     """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
     return (
@@ -243,16 +246,45 @@ class CassetteExists(SidecarError):
         self.name = name
 
 
+FILE_FIELD = "toolCassette.file"
+
+
 class CassetteIOError(SidecarError):
-    """The cassette file could not be read, written or published."""
+    """The cassette file could not be read, written or published.
+
+    Raised while a session opens, it names the row field too (``toolCassette.file: cannot …``)
+    and carries the fix (see ``at_open``).
+    """
 
     code = "CASSETTE_IO"
 
-    def __init__(self, operation: str, name: str, errno_name: str) -> None:
-        super().__init__(f"cannot {operation} {name}: {errno_name}")
+    def __init__(
+        self, operation: str, name: str, errno_name: str, *, field: str | None = None,
+        hint: str = "",
+    ) -> None:
+        where = "" if field is None else f"{field}: "
+        super().__init__(f"{where}cannot {operation} {name}: {errno_name}")
         self.operation = operation
         self.name = name
         self.errno_name = errno_name
+        self.field = field
+        self.hint = hint
+
+    def at_open(self, mode: str) -> CassetteIOError:
+        """This failure as met when a ``mode`` session opens: with the field and the fix."""
+        if mode == "replay" and self.errno_name == "no such file":
+            hint = (
+                f"record it first: run the same task once with {_SECTION}.mode: record, then "
+                "replay; or fix the path"
+            )
+        elif self.errno_name == "is a directory":
+            hint = f"name a file inside it ({FILE_FIELD}: {printable(self.name)}/<name>) or fix the path"
+        else:
+            what = "a readable file" if mode == "replay" else "a file in a writable directory"
+            hint = f"point {FILE_FIELD} at {what}"
+        return CassetteIOError(
+            self.operation, self.name, self.errno_name, field=FILE_FIELD, hint=hint
+        )
 
 
 class IncludeDiffers(SidecarError):

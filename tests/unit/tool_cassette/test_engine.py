@@ -21,6 +21,7 @@ from python_core.tool_cassette import (
 from python_core.tool_cassette.errors import (
     CassetteExists,
     CassetteInvalid,
+    CassetteIOError,
     IllegalEvent,
     IncludeDiffers,
 )
@@ -465,3 +466,22 @@ def test_an_interrupted_recording_keeps_its_partial_even_with_no_call_pending(
 def test_an_interruption_changes_nothing_in_a_replay(replay: ToolCassetteSession, kit: Any) -> None:
     kit.drive(replay, [kit.Call(args=ARGS, outcome=kit.ok())])
     assert replay.close("turn 1 did not end").errors == ()
+
+
+@pytest.mark.parametrize(("mode", "file", "message", "hint"), [
+    ("replay", "absent.jsonl", "cannot read absent.jsonl: no such file",
+     "record it first: run the same task once with toolCassette.mode: record, then replay; or fix the path"),
+    ("replay", "d", "cannot read d: is a directory",
+     "name a file inside it (toolCassette.file: d/<name>) or fix the path"),
+    ("record", "missing/c.jsonl", "cannot create c.jsonl.partial: no such file",
+     "point toolCassette.file at a file in a writable directory"),
+])
+def test_a_file_that_cannot_be_opened_names_the_field_and_the_fix(
+    make_config: Any, tmp_path: Path, mode: str, file: str, message: str, hint: str,
+) -> None:
+    (tmp_path / "d").mkdir()
+    with pytest.raises(CassetteIOError) as info:
+        ToolCassetteSession.open(make_config(mode, file))
+    assert str(info.value) == f"CASSETTE_IO: toolCassette.file: {message}"
+    assert info.value.hint == hint
+    assert str(tmp_path) not in str(info.value) + info.value.hint
