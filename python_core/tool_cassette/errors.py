@@ -42,7 +42,7 @@ def rerecord_hint(name: str) -> str:
     """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
     return (
         f"if the new calls are intended, re-record: delete {printable(name)} and run the same task with "
-        'toolCassette.mode: record (run API and pytest: record_mode "all")'
+        f'{_SECTION}.mode: record (run API and pytest: record_mode "all")'
     )
 
 
@@ -246,7 +246,7 @@ class CassetteExists(SidecarError):
         self.name = name
 
 
-FILE_FIELD = "toolCassette.file"
+FILE_FIELD = f"{_SECTION}.file"
 
 
 class CassetteIOError(SidecarError):
