@@ -128,7 +128,7 @@ def test_doctor_resolves_a_relative_replay_file_from_the_current_folder(tmp_path
     elsewhere.mkdir()
     missing = _doctor(home, cwd=elsewhere)
     assert missing.returncode == 1
-    assert "INVALID_CONFIG: toolCassette.file: no such file" in _lines(missing)["boot"]
+    assert "INVALID_CONFIG: toolCassette.file: w.tools.ndjson does not exist" in _lines(missing)["boot"]
 
 
 def test_shellenv_puts_the_projects_dsh_on_path(tmp_path: Path) -> None:
