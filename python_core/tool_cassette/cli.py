@@ -1,7 +1,7 @@
 """``dsh-tool-cassette``: verify and inspect cassette files.
 
-Rule: parse, call the store, print. Exit codes (one policy for every dsh-sidecar CLI): 0 valid;
-1 invalid or unreadable (``CASSETTE_INVALID``, ``CASSETTE_IO``); 2 usage (click). Output names
+Rule: parse, call the store, print. Exit codes: ``python_core.cli_errors``'s table (0 valid;
+1 invalid or unreadable, ``CASSETTE_INVALID``, ``CASSETTE_IO``; 2 usage). Output names
 structural facts only (line, frame kind, ordinal, tool, counts), never file content or the
 absolute path.
 """
@@ -12,6 +12,7 @@ import json
 
 import click
 
+from python_core.cli_errors import EXIT_FAILED, NamedFailure
 from python_core.errors import SidecarError
 from python_core.tool_cassette.format import PROTOCOL
 from python_core.tool_cassette.store import VerifyReport, verify_file
@@ -29,8 +30,7 @@ def _report_or_exit(file: str) -> VerifyReport:
     try:
         return verify_file(file)
     except SidecarError as error:
-        click.echo(str(error), err=True)
-        raise SystemExit(error.exit_code) from None
+        raise NamedFailure(error) from None
 
 
 def _summary(report: VerifyReport) -> str:
@@ -52,7 +52,7 @@ def verify(file: str) -> None:
     report = _report_or_exit(file)
     if report.error is not None:
         click.echo(str(report.error))
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
     click.echo(f"valid: {_summary(report)}")
 
 
@@ -83,4 +83,4 @@ def inspect(file: str, as_json: bool) -> None:
         click.echo(f"integrity: {integrity}")
         click.echo(f"consumption: {_CONSUMPTION}")
     if report.error is not None:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
