@@ -7,7 +7,6 @@ session and the mock driver, and turns their decisions into wire payloads.
 from __future__ import annotations
 
 import os
-import sys
 
 from msgspec import UNSET, Raw
 
@@ -29,6 +28,7 @@ from bridge.protocol import (
     ModelDecision,
     ModelRecordedParams,
     ModelRequestParams,
+    NotInitialized,
     PostExecuteDecision,
     PostExecuteParams,
     PreStepParams,
@@ -60,13 +60,6 @@ __all__ = ["Sidecar"]
 _NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
-
-
-class NotInitialized(ProtocolError):
-    """A hook arrived before ``initialize``."""
-
-    def __init__(self) -> None:
-        super().__init__("a hook arrived before initialize")
 
 
 class Sidecar:
@@ -190,12 +183,12 @@ class Sidecar:
 
     def _tool_hooks(self) -> ToolHooks:
         if self.tools is None:
-            raise NotInitialized
+            raise NotInitialized("a tools hook")
         return self.tools
 
     def _mock(self) -> MockDriver:
         if self.mock is None:
-            raise NotInitialized
+            raise NotInitialized("an llm hook")
         return self.mock
 
     def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
@@ -229,7 +222,7 @@ class Sidecar:
 
     def _subagents(self) -> SubagentHooks:
         if self.subagents is None:
-            raise NotInitialized
+            raise NotInitialized("a subagent hook")
         return self.subagents
 
     def subagent_hello(self, params: UpstreamFacts) -> Empty:
@@ -252,7 +245,7 @@ class Sidecar:
 
     def _model(self) -> ModelHooks:
         if self.model is None:
-            raise NotInitialized
+            raise NotInitialized("a model hook")
         return self.model
 
     def model_request(self, params: ModelRequestParams) -> ModelDecision:
@@ -267,7 +260,7 @@ class Sidecar:
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""
         if self.config is None:
-            raise NotInitialized
+            raise NotInitialized("session/turn")
         if params.phase == "start":
             self.turns.start(params.sessionId, params.turn)
         else:
@@ -284,8 +277,3 @@ class Sidecar:
     def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
         return self._mock().command(params)
-
-
-def report(error: SidecarError) -> None:
-    """Print a named error on stderr (the shim forwards our stderr to the host's)."""
-    sys.stderr.write(f"dsh-sidecar: {error}\n")

@@ -11,10 +11,8 @@ from __future__ import annotations
 __all__ = [
     "CanonicalJsonError",
     "ConfigError",
-    "IncidentError",
     "ProtocolError",
     "SidecarError",
-    "SidecarUnavailable",
     "printable",
 ]
 
@@ -83,18 +81,3 @@ class ProtocolError(SidecarError):
 
     code = "PROTOCOL_ERROR"
 
-
-class SidecarUnavailable(SidecarError):
-    """The sidecar process is gone; every call fails closed."""
-
-    code = "SIDECAR_UNAVAILABLE"
-
-
-class IncidentError(SidecarError):
-    """An unexpected internal failure; the traceback went to stderr under ``incident``."""
-
-    code = "INTERNAL"
-
-    def __init__(self, incident: str) -> None:
-        super().__init__(f"internal error, incident {incident} (traceback on stderr)")
-        self.incident = incident
