@@ -29,7 +29,6 @@ from bridge.protocol import (
     ToolCallOut,
 )
 from bridge.trace import Trace
-from python_core.config import MockConfig
 from python_core.errors import SidecarError
 from python_core.mock import (
     DEFAULT_NESTED_TOOLS,
@@ -50,6 +49,7 @@ from python_core.mock import (
     resolve_replay_path,
     source_name_for,
 )
+from python_core.mock.config import MockConfig
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 

@@ -102,8 +102,7 @@ class Sidecar:
             hooks.append("tools")
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
-                config.subagent_cassette, cwd=params.cwd,
-                host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+                config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
             if self.mock is not None:
@@ -112,7 +111,7 @@ class Sidecar:
                 self.mock.replayed_delegation = REPLAYED_DELEGATION
         if config.model_cassette is not None:
             self.model = ModelHooks.open(
-                config.model_cassette, cwd=params.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
+                config.model_cassette, cwd=config.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
                 trace=self.trace, children_owned=self.subagents is not None,
             )
             hooks.append("model")

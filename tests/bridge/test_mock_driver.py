@@ -10,8 +10,8 @@ import pytest
 from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
 from bridge.protocol import LlmStreamParams, PreStepParams, Route, RouteParams, SeenResult
 from bridge.trace import Trace
-from python_core.config import MockConfig
 from python_core.errors import SidecarError
+from python_core.mock.config import MockConfig
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
 

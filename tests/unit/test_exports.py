@@ -62,7 +62,8 @@ EXPORTS: dict[str, list[str]] = {
         "EXIT_DIFFERENT", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "NamedFailure",
         "NotComparableFailure",
     ],
-    "python_core.config": ["MockConfig", "SidecarConfig", "parse_sidecar_config"],
+    "python_core.config": ["SidecarConfig", "parse_sidecar_config"],
+    "python_core.config_fields": ["ConfigSection", "Mode", "convert_section", "field_of"],
     "python_core.config_paths": ["check_nul", "check_path"],
     "python_core.errors": ["CanonicalJsonError", "ConfigError", "ProtocolError", "SidecarError", "printable"],
     "python_core.files": ["FileRefused", "display_name", "open_regular", "reason_of"],
@@ -76,6 +77,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.mock.command": [
         "OVERWRITE_WAIT_OPTION", "ReplayCommand", "RunCommand", "parse_arguments", "parse_command",
     ],
+    "python_core.mock.config": ["MAX_GAP_MS", "MockConfig", "parse_config"],
     "python_core.mock.convert": ["SESSION_LOG_VERSION", "convert_session"],
     "python_core.mock.errors": [
         "ConversionMismatch", "DuplicateMockTurn", "InvalidArgsStop", "InvalidCommand", "InvalidScript",
@@ -130,7 +132,7 @@ EXPORTS: dict[str, list[str]] = {
         "SubagentCassette", "UpstreamFacts", "parse_config",
     ],
     "python_core.subagent_cassette.cli": ["cli"],
-    "python_core.subagent_cassette.config": ["CassetteConfig", "ProviderConfig", "parse_config"],
+    "python_core.subagent_cassette.config": ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"],
     "python_core.subagent_cassette.diff": ["Change", "DiffReport", "diff_cassettes"],
     "python_core.subagent_cassette.engine": [
         "CallHandle", "CassetteStats", "CloseReport", "Decision", "Forward", "Miss", "MissDiagnostic", "Replay",
