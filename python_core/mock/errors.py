@@ -19,6 +19,7 @@ __all__ = [
     "MissingSessionId",
     "MockCancelled",
     "MockError",
+    "MockIllegalEvent",
     "PathRefused",
     "PlanClosed",
     "SessionsDisposed",
@@ -174,6 +175,17 @@ class PlanClosed(MockError):
     def __init__(self, state: str) -> None:
         super().__init__(f"the mock plan is {state}; it emits no further response")
         self.state = state
+
+
+class MockIllegalEvent(MockError):
+    """An event the turn machine's table does not allow in the turn's state; nothing changed."""
+
+    code = "MOCK_ILLEGAL_EVENT"
+
+    def __init__(self, state: str, event: str) -> None:
+        super().__init__(f"event {event} is not allowed in mock turn state {state}; nothing changed")
+        self.state = state
+        self.event = event
 
 
 class MissingSessionId(MockError):

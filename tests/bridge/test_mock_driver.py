@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import anyio
 import pytest
 
 from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
-from bridge.protocol import LlmStreamParams, PreStepParams, Route, RouteParams, SeenResult
+from bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route, RouteParams, SeenResult
+from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
 from python_core.config import MockConfig
 from python_core.errors import SidecarError
+from python_core.tool_cassette.engine import ToolResult
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
 
@@ -109,3 +112,27 @@ def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path:
 
     with pytest.raises(SidecarError, match="UNSUPPORTED_NESTED_TOOL"):
         anyio.run(d.stream, stream(d, 1))
+
+
+def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_flat() -> None:
+    d = driver()
+    hooks = ToolHooks.open(None, Trace(None), d)
+    result = ToolResult(isError=False, content=[{"type": "text", "text": "ok"}])
+
+    def burst(start: int) -> None:
+        for i in range(start, start + 50_000):
+            hooks.result(ResultParams(handle=f"h{i}", path=f"root/{i}", tool="echo", callId=f"call-{i}", result=result))
+
+    burst(0)  # warm up: allocator pools, interned names
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        burst(50_000)
+        burst(100_000)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    # Keeping every outcome, as the driver once did, costs ~20 MB for these 100,000 results.
+    assert after - before < 64 * 1024
+    assert d.turns.statistics().outcomes == 0

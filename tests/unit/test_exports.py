@@ -16,7 +16,7 @@ def test_tool_cassette_exports() -> None:
 
 
 def test_mock_exports() -> None:
-    assert {"MockPlan", "MockSessions", "parse_command", "load_source"} <= set(python_core.mock.__all__)
+    assert {"MockPlan", "MockTurns", "parse_command", "load_source"} <= set(python_core.mock.__all__)
 
 
 def test_subagent_cassette_exports() -> None:
