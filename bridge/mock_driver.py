@@ -7,7 +7,6 @@ driver maps the wire Structs to those calls and sleeps the waits, cancellation-a
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -38,6 +37,7 @@ from python_core.mock import (
 )
 from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
 from python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
+from python_core.mock.reasons import refusal_hint_for
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 
@@ -123,7 +123,10 @@ class MockDriver:
             return LlmResponse(kind="text", text=auxiliary_answer(params.purpose))
         session, turn = params.sessionId, params.turn if params.turn is not None else -1
         if self.turns.state(session, turn) == "refused":
-            raise self.turns.answer_refusal(session, turn)
+            # An error answer, not an RPC error: rc.8 then keeps our code in turn/end and
+            # prints the line once, as it does for a plan's stop.
+            refused = self.turns.answer_refusal(session, turn)
+            return LlmResponse(kind="error", text=refused.message, code=refused.code)
         plan = self.turns.live_plan(session, turn)
         if plan is None:
             return LlmResponse(kind="text", text=ORDINARY_TURN_TEXT)
@@ -146,7 +149,6 @@ class MockDriver:
         self.turns.finish(session, turn)
         if isinstance(action, EmitFinal):
             return LlmResponse(kind="text", text=action.text, status=plan.status())
-        sys.stderr.write(f"dsh-sidecar: {action.error}\n")
         return LlmResponse(
             kind="error", text=action.error.message, code=action.error.code, status=plan.status()
         )
@@ -165,7 +167,13 @@ class MockDriver:
         """Drop every plan, route and refusal of a session that ended (idempotent)."""
         self.turns.end_session(session_id)
 
-    def close(self) -> list[SidecarError]:
-        """Drop every plan (idempotent); nothing here fails the run."""
+    def close(self) -> list[str]:
+        """Drop every plan (idempotent); return the fix for each kind of refused turn."""
         self.turns.dispose()
-        return []
+        hints = (refusal_hint_for(code) for code in self.turns.refused_codes)
+        return [f"fix: {hint}" for hint in dict.fromkeys(hints) if hint is not None]
+
+    @property
+    def refused(self) -> bool:
+        """Whether a ``/mock`` turn was refused before any tool ran (exit code 3)."""
+        return bool(self.turns.refused_codes)

@@ -73,12 +73,11 @@ MOCK_ROUTE: Final[ModelRoute] = ("mock", "mock")
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
-    """What ``tools/result`` says about one awaited call: its error code and runtime message."""
+    """What ``tools/result`` says about one awaited call: its error code."""
 
     tool: str
     is_error: bool
     code: str | None
-    message: str | None = None
 
 
 class SeenResult(msgspec.Struct, frozen=True):
@@ -123,6 +122,8 @@ class MockTurns:
         # first turns share them), and the outcomes that arrived for awaited calls only.
         self._awaited: dict[str, set[tuple[str, int]]] = {}
         self._outcomes: dict[str, ToolOutcome] = {}
+        # Codes of the refusals so far, in order (one entry per code, so it stays small).
+        self._refused: dict[str, None] = {}
         self._disposed = False
 
     def state(self, session_id: str, turn: int) -> TurnState:
@@ -191,6 +192,12 @@ class MockTurns:
         record.plan = None
         record.error = error
         self._mock_turn[session_id] = turn
+        self._refused[error.code] = None
+
+    @property
+    def refused_codes(self) -> tuple[str, ...]:
+        """The codes of every turn refused so far (each once, first refusal first)."""
+        return tuple(self._refused)
 
     def answer_refusal(self, session_id: str, turn: int) -> SidecarError:
         """The refusal the stream of a ``refused`` turn answers, once."""

@@ -13,7 +13,6 @@ from bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route,
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
 from python_core.config import MockConfig
-from python_core.errors import SidecarError
 from python_core.tool_cassette.engine import ToolResult
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
@@ -84,9 +83,12 @@ async def test_a_refused_command_fails_the_turn_once() -> None:
     d = driver()
     pre_step(d, "/mock run echo({text: 1})")
 
-    with pytest.raises(SidecarError, match="INVALID_COMMAND"):
-        await d.stream(stream(d, 1))
+    refused = await d.stream(stream(d, 1))
+
+    assert (refused.kind, refused.code) == ("error", "INVALID_COMMAND")
+    assert refused.text.endswith("(column 16)") and not refused.text.startswith("INVALID_COMMAND")
     assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
+    assert d.refused and d.close()[0].startswith("fix: write `/mock run tool({...})`")
 
 
 @pytest.mark.anyio
@@ -110,8 +112,8 @@ def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path:
 
     d.pre_step(PreStepParams(sessionId="s1", turn=1, step=1, cwd=str(tmp_path), texts=["/mock replay s.json"]))
 
-    with pytest.raises(SidecarError, match="UNSUPPORTED_NESTED_TOOL"):
-        anyio.run(d.stream, stream(d, 1))
+    refused = anyio.run(d.stream, stream(d, 1))
+    assert (refused.kind, refused.code) == ("error", "UNSUPPORTED_NESTED_TOOL")
 
 
 def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_flat() -> None:

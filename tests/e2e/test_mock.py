@@ -351,7 +351,7 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
 
     result = dsh.run(script="private-dir/../s.json", check=False)
 
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "PATH_REFUSED" in result.stderr
     assert "parent-segment" in result.stderr
     assert "private-dir" not in result.stderr + result.stdout

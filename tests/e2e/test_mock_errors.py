@@ -1,0 +1,53 @@
+"""What a person sees when a mock turn fails, through real headless DSH rc.8: the exact stderr
+lines (count, code, column, reason, fix) and the exit code.
+
+A refused command exits 3, prints the named error once with its column and then the fix.
+``raw_dsh`` runs ``dsh`` itself, so stderr is exactly what the user's terminal shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dshrun import Dsh, Run
+
+from python_core.mock.reasons import refusal_hint_for
+
+FIX = f"dsh-sidecar: fix: {refusal_hint_for('INVALID_COMMAND')}"
+
+
+def _statuses(run: Run) -> list[dict[str, Any]]:
+    return [e["data"] for e in run.events("mock/status")]
+
+
+def _turn_end_code(run: Run) -> str:
+    (end,) = run.events("turn/end")
+    return str(end["data"]["reason"]["error"]["code"])
+
+
+def _providers(run: Run) -> list[str]:
+    return [e["data"]["header"]["config"]["provider"] for e in run.events("request/header")]
+
+
+def _assert_refused(run: Run, line: str, location: str) -> None:
+    assert run.rc == 3, run.stderr
+    assert run.stderr.splitlines() == [f"dsh: INVALID_COMMAND: {line}", FIX]
+    assert _turn_end_code(run) == "INVALID_COMMAND"
+    (status,) = _statuses(run)
+    assert (status["state"], status["error_code"], status["card"], status["location"]) == (
+        "failed", "INVALID_COMMAND", "invalid-script", location,
+    )
+    assert _providers(run) == ["mock"]  # never the real provider
+    assert run.bodies() == []
+    assert run.events("tool/call") == []
+
+
+def test_a_trailing_comma_is_refused_once_at_its_column_with_the_fix_and_exit_3(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run echo({"text": "a",})')
+
+    _assert_refused(
+        run,
+        "the arguments of echo are not valid JSON (single quotes, unquoted keys and comments are not JSON) "
+        "(column 16)",
+        "column 16",
+    )
