@@ -15,6 +15,7 @@ Anything else (JavaScript, single quotes, unquoted keys, comments, a second call
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Final
 
@@ -215,7 +216,8 @@ def _parse_call(cur: _Cursor) -> dict[str, object]:
     try:
         args = loads_strict(cur.text[cur.pos : end])
     except CanonicalJsonError as exc:
-        raise cur.error(_json_reason(name, exc.reason)) from None
+        offset, token = _syntax_error_at(cur.text[cur.pos : end]) if exc.reason == "not valid JSON" else (0, None)
+        raise cur.error(_json_reason(name, exc.reason, token), cur.pos + offset) from None
     cur.pos = end
     cur.skip_ws()
     if cur.peek() != ")":
@@ -224,7 +226,24 @@ def _parse_call(cur: _Cursor) -> dict[str, object]:
     return {"tool": name, "args": args}
 
 
-def _json_reason(name: str, reason: str) -> str:
+def _syntax_error_at(text: str) -> tuple[int, str | None]:
+    """Where plain JSON decoding of ``text`` stops, and the token there when it has a name.
+
+    The decoder stops at a trailing comma's closer; the offending token is the comma.
+    """
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        before = text[: exc.pos].rstrip(_WS)
+        if text[exc.pos : exc.pos + 1] in ("}", "]") and before.endswith(","):
+            return len(before) - 1, "a trailing comma"
+        return exc.pos, None
+    return 0, None
+
+
+def _json_reason(name: str, reason: str, token: str | None = None) -> str:
+    if token is not None:
+        return f"the arguments of {name} are not valid JSON: {token}"
     if reason == "not valid JSON":
         return (
             f"the arguments of {name} are not valid JSON "

@@ -86,7 +86,7 @@ async def test_a_refused_command_fails_the_turn_once() -> None:
     refused = await d.stream(stream(d, 1))
 
     assert (refused.kind, refused.code) == ("error", "INVALID_COMMAND")
-    assert refused.text.endswith("(column 16)") and not refused.text.startswith("INVALID_COMMAND")
+    assert refused.text.endswith("(column 17)") and not refused.text.startswith("INVALID_COMMAND")
     assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
     assert d.refused and d.close()[0].startswith("fix: write `/mock run tool({...})`")
 

@@ -45,9 +45,4 @@ def _assert_refused(run: Run, line: str, location: str) -> None:
 def test_a_trailing_comma_is_refused_once_at_its_column_with_the_fix_and_exit_3(raw_dsh: Dsh) -> None:
     run = raw_dsh.run('/mock run echo({"text": "a",})')
 
-    _assert_refused(
-        run,
-        "the arguments of echo are not valid JSON (single quotes, unquoted keys and comments are not JSON) "
-        "(column 16)",
-        "column 16",
-    )
+    _assert_refused(run, "the arguments of echo are not valid JSON: a trailing comma (column 28)", "column 28")

@@ -54,22 +54,25 @@ def test_parse_arguments_takes_the_handler_raw_input() -> None:
         (
             "/mock run t({'a':1})",
             "the arguments of t are not valid JSON (single quotes, unquoted "
-            "keys and comments are not JSON) (column 13)",
+            "keys and comments are not JSON) (column 14)",
         ),
         (
             "/mock run t({a:1})",
             "the arguments of t are not valid JSON (single quotes, unquoted "
-            "keys and comments are not JSON) (column 13)",
+            "keys and comments are not JSON) (column 14)",
         ),
         (
             '/mock run t({"a":1,})',
-            "the arguments of t are not valid JSON (single quotes, "
-            "unquoted keys and comments are not JSON) (column 13)",
+            "the arguments of t are not valid JSON: a trailing comma (column 19)",
+        ),
+        (
+            '/mock run t({"a": [1, 2,]})',
+            "the arguments of t are not valid JSON: a trailing comma (column 24)",
         ),
         (
             '/mock run t({"a":1 /* c */})',
             "the arguments of t are not valid JSON (single quotes, "
-            "unquoted keys and comments are not JSON) (column 13)",
+            "unquoted keys and comments are not JSON) (column 20)",
         ),
         ('/mock run t({"a":1}) // c', "unexpected text after the tool call (column 22)"),
         (
