@@ -1,7 +1,7 @@
 """From the user text entering a step to a mock plan, or to the status of a refused turn.
 
 Rule: a turn is a mock turn when one of the texts entering its first step is a ``/mock``
-command (``find_command``). Its plan is assembled here: the grammar, then for ``replay`` the
+command or a near miss of one (``find_command``). Its plan is assembled here: the grammar, then for ``replay`` the
 path policy, the source, the validator and the nested-tool preflight; any refusal on the way
 is the turn's error and ``refused_turn_status`` its terminal ``mock/status``. Reading the
 replay source is the only I/O (read-only, ``source.read_source``).
@@ -14,6 +14,7 @@ from typing import Literal
 
 from python_core.errors import SidecarError
 from python_core.mock.command import ReplayCommand, parse_command
+from python_core.mock.nearmiss import is_near_miss
 from python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
 from python_core.mock.paths import resolve_replay_path
 from python_core.mock.plan import MockPlan, MockStatus, refused_status
@@ -25,8 +26,17 @@ _COMMAND = "/mock"
 
 
 def find_command(texts: Sequence[str]) -> str | None:
-    """The first text that is a ``/mock`` command, or ``None`` for an ordinary step."""
-    return next((text for text in texts if text.lstrip().startswith(_COMMAND)), None)
+    """The first text that is a ``/mock`` command or a near miss of one, else ``None``.
+
+    A near miss (``nearmiss.py``) makes a mock turn too, which the grammar then refuses with a
+    "did you mean": routed to the mock, it never reaches a real model.
+    """
+    return next((text for text in texts if _is_command(text)), None)
+
+
+def _is_command(text: str) -> bool:
+    words = text.split(None, 1)
+    return bool(words) and (words[0] == _COMMAND or is_near_miss(text) is not None)
 
 
 def assemble_plan(

@@ -24,6 +24,7 @@ import msgspec
 from python_core.canonical import loads_strict
 from python_core.errors import CanonicalJsonError
 from python_core.mock.errors import InvalidCommand, InvalidScript
+from python_core.mock.nearmiss import closest_subcommand, is_near_miss
 from python_core.mock.script import MAX_WAIT_MS, Script, validate_script
 
 __all__ = [
@@ -97,6 +98,12 @@ def parse_command(text: str) -> RunCommand | ReplayCommand:
     """
     stripped = text.lstrip(_WS)
     offset = len(text) - len(stripped)
+    meant = is_near_miss(stripped)
+    if meant is not None:
+        suggestion = f"{_PREFIX} {meant}".rstrip()
+        raise InvalidCommand(
+            offset + 1, f"a misspelt /mock command; did you mean {suggestion}? It was not sent to the model"
+        )
     if not stripped.startswith(_PREFIX) or stripped[len(_PREFIX) : len(_PREFIX) + 1] not in (
         "",
         *_WS,
@@ -128,6 +135,9 @@ def _parse_body(body: str, base: int) -> RunCommand | ReplayCommand:
         return _parse_replay(cur)
     if not verb:
         raise cur.error("expected run or replay after /mock", start)
+    meant = closest_subcommand(verb)
+    if meant is not None:
+        raise cur.error(f"unknown subcommand; did you mean {meant}?", start)
     raise cur.error("unknown subcommand; expected run or replay", start)
 
 

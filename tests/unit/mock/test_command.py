@@ -107,7 +107,12 @@ def test_parse_arguments_takes_the_handler_raw_input() -> None:
         ),
         ("/mock walk t({})", "unknown subcommand; expected run or replay (column 7)"),
         ("/mock", "expected run or replay after /mock (column 6)"),
-        ("/mocker run t({})", "the command must start with /mock (column 1)"),
+        (
+            "/mocker run t({})",
+            "a misspelt /mock command; did you mean /mock run? It was not sent to the model (column 1)",
+        ),
+        ("/mock rnu t({})", "unknown subcommand; did you mean run? (column 7)"),
+        ("/mock Replay s.json", "unknown subcommand; did you mean replay? (column 7)"),
         ("mock run t({})", "the command must start with /mock (column 1)"),
     ],
 )
