@@ -73,11 +73,12 @@ MOCK_ROUTE: Final[ModelRoute] = ("mock", "mock")
 
 
 class ToolOutcome(msgspec.Struct, frozen=True):
-    """What ``tools/result`` says about one awaited call: its error code."""
+    """What ``tools/result`` says about one awaited call: its error code and runtime message."""
 
     tool: str
     is_error: bool
     code: str | None
+    message: str | None = None
 
 
 class SeenResult(msgspec.Struct, frozen=True):
@@ -253,6 +254,7 @@ class MockTurns:
         return ObservedResult(
             call_id=result.call_id, tool=result.tool, is_error=result.is_error,
             error_code=None if outcome is None else outcome.code, session_id=session_id,
+            error_message=None if outcome is None else outcome.message,
         )
 
     def sleep(self, session_id: str, turn: int) -> None:

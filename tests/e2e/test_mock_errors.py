@@ -2,18 +2,22 @@
 lines (count, code, column, reason, fix) and the exit code.
 
 A refused command (broken grammar, a near miss of ``/mock``) exits 3, prints the named error
-once with its column and then the fix.
-``raw_dsh`` runs ``dsh`` itself, so stderr is exactly what the user's terminal shows.
+once with its column and then the fix; a tool that failed exits 1 with one line that gives the
+schema reason or says where the full message is. ``raw_dsh`` runs ``dsh`` itself, so stderr is
+exactly what the user's terminal shows.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from typing import Any
 
-from dshrun import Dsh, Run
+from dshrun import DSH_HOME, ROOT, Dsh, Run
 
 from python_core.mock.reasons import refusal_hint_for
 
+SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 FIX = f"dsh-sidecar: fix: {refusal_hint_for('INVALID_COMMAND')}"
 
 
@@ -72,3 +76,33 @@ def test_an_ordinary_slash_prompt_still_goes_to_the_configured_model(raw_dsh: Ds
     assert "MISSING_CREDENTIAL" in run.stderr and "INVALID_COMMAND" not in run.stderr
     assert _providers(run) == ["deepseek-official"]
     assert _statuses(run) == []
+
+
+def test_invalid_args_names_the_schema_reason_in_one_line_never_the_value(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run broken({"reason": "value-not-shown"})')
+
+    assert run.rc == 1
+    assert run.stderr.splitlines() == [
+        'dsh: INVALID_ARGS: broken (mock-1-1-0) failed at step 1: missing required property "why"; '
+        "0 later step(s) stopped"
+    ]
+    assert _turn_end_code(run) == "INVALID_ARGS"
+    assert _statuses(run)[-1]["state"] == "failed"
+
+
+def test_a_failed_tool_says_where_its_full_message_is_and_the_command_shows_it(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run('/mock run broken({"why": "value-not-shown"})')
+
+    (session,) = run.sessions()
+    session_id = session[0]["id"]
+    assert run.rc == 1
+    assert run.stderr.splitlines() == [
+        "dsh: TOOL_FAILED: broken (mock-1-1-0) failed at step 1; 0 later step(s) stopped; "
+        f"its full message is in the session log: dsh-sidecar sessions show {session_id}"
+    ]
+    shown = subprocess.run(
+        [SIDECAR_CLI, "sessions", "show", session_id], cwd=run.cwd, capture_output=True, text=True,
+        env={**os.environ, "DSH_HOME": str(DSH_HOME)}, timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert "broken on purpose: value-not-shown" in shown.stdout
