@@ -37,7 +37,6 @@ from python_core.mock import (
 )
 from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
 from python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
-from python_core.mock.reasons import refusal_hint_for
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 
@@ -170,10 +169,9 @@ class MockDriver:
     def close(self) -> list[str]:
         """Drop every plan (idempotent); return the fix for each kind of refused turn."""
         self.turns.dispose()
-        hints = (refusal_hint_for(code) for code in self.turns.refused_codes)
-        return [f"fix: {hint}" for hint in dict.fromkeys(hints) if hint is not None]
+        return [f"fix: {fix}" for fix in self.turns.fixes]
 
     @property
     def refused(self) -> bool:
         """Whether a ``/mock`` turn was refused before any tool ran (exit code 3)."""
-        return bool(self.turns.refused_codes)
+        return self.turns.refusals > 0

@@ -22,6 +22,7 @@ import msgspec
 from python_core.errors import SidecarError
 from python_core.mock.errors import DuplicateMockTurn, MockIllegalEvent, SessionsDisposed
 from python_core.mock.plan import Action, EmitToolCalls, MockPlan, MockStatus, ObservedResult
+from python_core.mock.reasons import refusal_hint
 
 __all__ = [
     "TURN_TRANSITIONS",
@@ -123,8 +124,9 @@ class MockTurns:
         # first turns share them), and the outcomes that arrived for awaited calls only.
         self._awaited: dict[str, set[tuple[str, int]]] = {}
         self._outcomes: dict[str, ToolOutcome] = {}
-        # Codes of the refusals so far, in order (one entry per code, so it stays small).
-        self._refused: dict[str, None] = {}
+        # How many turns were refused, and their distinct fixes in order (a few sentences).
+        self._refusals = 0
+        self._fixes: dict[str, None] = {}
         self._disposed = False
 
     def state(self, session_id: str, turn: int) -> TurnState:
@@ -193,12 +195,20 @@ class MockTurns:
         record.plan = None
         record.error = error
         self._mock_turn[session_id] = turn
-        self._refused[error.code] = None
+        self._refusals += 1
+        fix = refusal_hint(error)
+        if fix is not None:
+            self._fixes[fix] = None
 
     @property
-    def refused_codes(self) -> tuple[str, ...]:
-        """The codes of every turn refused so far (each once, first refusal first)."""
-        return tuple(self._refused)
+    def refusals(self) -> int:
+        """How many turns were refused before any tool ran."""
+        return self._refusals
+
+    @property
+    def fixes(self) -> tuple[str, ...]:
+        """The fix of every kind of refusal so far, each once, first refusal first."""
+        return tuple(self._fixes)
 
     def answer_refusal(self, session_id: str, turn: int) -> SidecarError:
         """The refusal the stream of a ``refused`` turn answers, once."""

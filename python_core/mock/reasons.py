@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["full_message_hint", "refusal_hint_for", "schema_reasons"]
+from python_core.errors import SidecarError
+from python_core.mock.errors import PathRefused
+
+__all__ = ["full_message_hint", "refusal_hint", "schema_reasons"]
 
 _GRAMMAR: Final = (
     "write `/mock run tool({...})`, `/mock run [a({...}) b({...})]` or "
@@ -32,12 +35,21 @@ _HINTS: Final[dict[str, str]] = {
     ),
     "DUPLICATE_MOCK_TURN": "send one /mock command per turn",
 }
+# Path rules whose fix is not the general one.
+_PATH_HINTS: Final[dict[str, str]] = {
+    "not-a-regular-file": (
+        "name an existing regular file (a script, or a session log listed by `dsh-sidecar sessions "
+        "list`); a relative path starts at the session's folder"
+    ),
+    "no-session-cwd": "name the file by its absolute path inside $DSH_HOME/sessions",
+}
 
 
-def refusal_hint_for(code: str) -> str | None:
-    """The fix for a mock turn refused before any tool ran with ``code``, when one is known."""
-    return _HINTS.get(code)
-
+def refusal_hint(error: SidecarError) -> str | None:
+    """The fix for a mock turn refused before any tool ran with ``error``, when one is known."""
+    if isinstance(error, PathRefused) and error.rule in _PATH_HINTS:
+        return _PATH_HINTS[error.rule]
+    return _HINTS.get(error.code)
 
 _PATH: Final = r'"(?P<path>[^"]{1,200})"'
 _VIOLATIONS: Final = (

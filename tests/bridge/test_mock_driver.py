@@ -138,3 +138,17 @@ def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_fla
     # Keeping every outcome, as the driver once did, costs ~20 MB for these 100,000 results.
     assert after - before < 64 * 1024
     assert d.turns.statistics().outcomes == 0
+
+
+@pytest.mark.anyio
+async def test_each_kind_of_refusal_prints_its_fix_once() -> None:
+    d = driver()
+    for turn, text in enumerate(["/mock run a(", "/mock run b(", "/mock replay ../x.json"], start=1):
+        pre_step(d, text, turn=turn)
+        assert (await d.stream(stream(d, turn))).kind == "error"
+
+    fixes = d.close()
+
+    assert len(fixes) == 2
+    assert fixes[0].startswith("fix: write `/mock run tool({...})`")
+    assert fixes[1].startswith("fix: replay a file inside the session's folder")

@@ -15,10 +15,11 @@ from typing import Any
 
 from dshrun import DSH_HOME, ROOT, Dsh, Run
 
-from python_core.mock.reasons import refusal_hint_for
+from python_core.mock.errors import InvalidCommand
+from python_core.mock.reasons import refusal_hint
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
-FIX = f"dsh-sidecar: fix: {refusal_hint_for('INVALID_COMMAND')}"
+FIX = f"dsh-sidecar: fix: {refusal_hint(InvalidCommand(1, 'any'))}"
 
 
 def _statuses(run: Run) -> list[dict[str, Any]]:
@@ -106,3 +107,17 @@ def test_a_failed_tool_says_where_its_full_message_is_and_the_command_shows_it(r
     )
     assert shown.returncode == 0, shown.stderr
     assert "broken on purpose: value-not-shown" in shown.stdout
+
+
+def test_a_missing_replay_file_is_refused_with_the_fix_for_that_rule_and_exit_3(raw_dsh: Dsh) -> None:
+    run = raw_dsh.run("/mock replay missing.json")
+
+    assert run.rc == 3
+    assert run.stderr.splitlines() == [
+        "dsh: PATH_REFUSED: replay path refused by rule not-a-regular-file: the path is not an existing "
+        "regular file",
+        "dsh-sidecar: fix: name an existing regular file (a script, or a session log listed by "
+        "`dsh-sidecar sessions list`); a relative path starts at the session's folder",
+    ]
+    assert _turn_end_code(run) == "PATH_REFUSED"
+    assert [s["card"] for s in _statuses(run)] == ["invalid-script"]
