@@ -169,7 +169,7 @@ class MockDriver:
     def close(self) -> list[str]:
         """Drop every plan (idempotent); return the fix for each kind of refused turn."""
         self.turns.dispose()
-        return [f"fix: {fix}" for fix in self.turns.fixes]
+        return list(self.turns.fixes)
 
     @property
     def refused(self) -> bool:

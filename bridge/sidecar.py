@@ -141,12 +141,13 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
             tool_errors, notes = self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
-            notes.extend(self.mock.close())
+            mock_fixes = self.mock.close()
         if self.subagents is not None:
             subagent_errors, subagent_notes = self.subagents.close(interruption)
             errors.extend(subagent_errors)
@@ -157,7 +158,11 @@ class Sidecar:
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
-        result = ShutdownResult(exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes)
+        # Several errors often share one fix (a mismatch and the records it left unconsumed).
+        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
+        result = ShutdownResult(
+            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+        )
         if self.config is not None and self.config.report is not None:
             write_report(self.config.report, self._report(errors, result))
         return result

@@ -88,7 +88,7 @@ async def test_a_refused_command_fails_the_turn_once() -> None:
     assert (refused.kind, refused.code) == ("error", "INVALID_COMMAND")
     assert refused.text.endswith("(column 17)") and not refused.text.startswith("INVALID_COMMAND")
     assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
-    assert d.refused and d.close()[0].startswith("fix: write `/mock run tool({...})`")
+    assert d.refused and d.close()[0].startswith("write `/mock run tool({...})`")
 
 
 @pytest.mark.anyio
@@ -150,5 +150,5 @@ async def test_each_kind_of_refusal_prints_its_fix_once() -> None:
     fixes = d.close()
 
     assert len(fixes) == 2
-    assert fixes[0].startswith("fix: write `/mock run tool({...})`")
-    assert fixes[1].startswith("fix: replay a file inside the session's folder")
+    assert fixes[0].startswith("write `/mock run tool({...})`")
+    assert fixes[1].startswith("replay a file inside the session's folder")
