@@ -159,7 +159,6 @@ def test_overwrite_wait_time_replaces_explicit_waits_but_not_the_default_gap(dsh
     assert len(_tool_messages(result.events)) == 3
     assert _latency_ms(result.events, 2) < 1000
     assert _latency_ms(result.events, 3) >= 100
-    assert result.duration_ms < 5000
 
 
 @pytest.mark.parametrize(
