@@ -60,6 +60,10 @@ __all__ = ["Sidecar"]
 _NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
+# The exit codes the sidecar sets (README, Exit codes): the highest one applies, and rc.8's own
+# 1 for a failed turn stays when the sidecar has nothing to add.
+EXIT_FAILED = 1
+EXIT_MOCK_REFUSED = 3
 
 
 class Sidecar:
@@ -129,12 +133,13 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
             tool_errors, notes = self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
-            errors.extend(self.mock.close())
+            mock_fixes = self.mock.close()
         if self.subagents is not None:
             subagent_errors, subagent_notes = self.subagents.close(interruption)
             errors.extend(subagent_errors)
@@ -145,10 +150,20 @@ class Sidecar:
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
-        result = ShutdownResult(exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes)
+        # Several errors often share one fix (a mismatch and the records it left unconsumed).
+        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
+        result = ShutdownResult(
+            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+        )
         if self.config is not None and self.config.report is not None:
             write_report(self.config.report, self._report(errors, result))
         return result
+
+    def _exit_code(self, errors: list[SidecarError]) -> int:
+        """The DSH process's exit code as far as the sidecar decides it (README, Exit codes)."""
+        if self.mock is not None and self.mock.refused:
+            return EXIT_MOCK_REFUSED
+        return EXIT_FAILED if errors else 0
 
     def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
         cassettes = []
