@@ -12,14 +12,9 @@ the test replays on purpose), but the run says so once at shutdown: ``SUBAGENT_C
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any
-
-import msgspec
 
 from bridge.protocol import (
     SubagentDecision,
@@ -28,15 +23,15 @@ from bridge.protocol import (
     SubagentSetup,
 )
 from bridge.trace import Trace
-from python_core.errors import ConfigError, SidecarError
+from python_core.errors import SidecarError
 from python_core.subagent_cassette import (
+    CassetteConfig,
     CloseReport,
     Forward,
     Miss,
     StartRequest,
     SubagentCassette,
     UpstreamFacts,
-    parse_config,
 )
 from python_core.subagent_cassette.engine import RunOutcome, WireResult, WireStartError
 from python_core.subagent_cassette.store import display_name
@@ -59,19 +54,12 @@ class SubagentHooks:
         self.failed_children: list[str] = []
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> SubagentHooks:
-        """Parse the ``subagentCassette`` section and open the cassette.
+    def open(cls, config: CassetteConfig, *, host_version: str | None, trace: Trace) -> SubagentHooks:
+        """Open the cassette of the parsed ``subagentCassette`` section (``file`` already resolved).
 
         Raises:
-            ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (locked, exists, invalid, wrong target).
         """
-        try:
-            config = parse_config(raw)
-        except ConfigError as error:
-            # Name the field as the user wrote it in the row: `subagentCassette.<field>`.
-            raise ConfigError(f"subagentCassette.{error.field}", error.reason) from None
-        config = msgspec.structs.replace(config, file=os.path.join(cwd, config.file))
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time)
         name, upstream = config.provider.names()
         return cls(cassette, SubagentSetup(name=name, upstream=upstream), trace)

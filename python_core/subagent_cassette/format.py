@@ -258,7 +258,6 @@ class Cassette(Struct, frozen=True, kw_only=True):
     last_hash: str
 
 
-_GENERIC = msgspec.json.Decoder()
 _HASH_MEMBER = b'"hash":'
 _KNOWN_BLOCKS: Final[dict[str, tuple[str, ...]]] = {
     "text": ("text",),

@@ -12,6 +12,7 @@ from bridge.protocol import SubagentOutcomeParams, SubagentPublishedParams
 from bridge.subagent_hooks import SubagentHooks
 from bridge.trace import Trace
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.subagent_cassette.config import parse_section
 from python_core.subagent_cassette.engine import RunOutcome
 from python_core.subagent_cassette.format import Capabilities
 
@@ -51,10 +52,14 @@ def _error(kind: str, code: str | None) -> dict[str, Any]:
     return {"kind": kind, "error": error}
 
 
+def _open(tmp_path: Path, mode: str) -> SubagentHooks:
+    config = parse_section({"mode": mode, "file": "agents.jsonl", "provider": {"transparent": True}}, cwd=str(tmp_path))
+    return SubagentHooks.open(config, host_version="0.1.0-rc.8", trace=Trace(None))
+
+
 def _record(tmp_path: Path, outcomes: list[dict[str, Any]]) -> tuple[list[str], list[str], Path]:
     """Record one child per outcome; return the close errors, notes and the cassette path."""
-    hooks = SubagentHooks.open({"mode": "record", "file": "agents.jsonl", "provider": {"transparent": True}},
-                               cwd=str(tmp_path), host_version="0.1.0-rc.8", trace=Trace(None))
+    hooks = _open(tmp_path, "record")
     hooks.hello(UPSTREAM)
     for index, outcome in enumerate(outcomes):
         decision = hooks.start(_start(f"child{index}"))
@@ -93,8 +98,7 @@ def test_a_failed_child_is_published_with_one_named_warning(tmp_path: Path, outc
 
 def test_replay_never_warns(tmp_path: Path) -> None:
     _record(tmp_path, [_result("error")])
-    hooks = SubagentHooks.open({"mode": "replay", "file": "agents.jsonl", "provider": {"transparent": True}},
-                               cwd=str(tmp_path), host_version="0.1.0-rc.8", trace=Trace(None))
+    hooks = _open(tmp_path, "replay")
     assert hooks.start(_start("child0")).action == "replay"
     errors, notes = hooks.close()
     assert errors == [] and not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
