@@ -24,6 +24,7 @@ EXPORTS: dict[str, list[str]] = {
         "Action", "CANCELLED", "Cancel", "Dispatch", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_DEPTH",
         "METHOD_NOT_FOUND", "PARSE_ERROR", "RpcConnection", "SERVER_ERROR", "Send", "nesting_depth",
     ],
+    "bridge.doctor": ["Boot", "Row", "boot_check", "parse_row", "python_check", "read_row"],
     "bridge.hostenv": [
         "DSH_VERSION", "HMR_VERSION", "HostEnv", "HostError", "MIN_NODE", "PNPM_VERSION", "ensure_host", "find_node",
         "host_env",
