@@ -24,6 +24,7 @@ from bridge.protocol import (
     SubagentSetup,
 )
 from bridge.trace import Trace
+from python_core.cassette_io import display_name
 from python_core.errors import ConfigError, SidecarError
 from python_core.subagent_cassette import (
     CloseReport,
@@ -34,7 +35,6 @@ from python_core.subagent_cassette import (
     UpstreamFacts,
     parse_config,
 )
-from python_core.subagent_cassette.store import display_name
 from python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
