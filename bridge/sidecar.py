@@ -11,6 +11,7 @@ import sys
 
 from msgspec import UNSET, Raw
 
+from bridge.later import Later
 from bridge.mock_driver import MockDriver
 from bridge.model_hooks import ModelHooks
 from bridge.protocol import (
@@ -139,12 +140,12 @@ class Sidecar:
         notes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = self.tools.close(interruption)
+            tool_errors, notes = await self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
             errors.extend(self.mock.close())
         if self.subagents is not None:
-            subagent_errors, subagent_notes = self.subagents.close(interruption)
+            subagent_errors, subagent_notes = await self.subagents.close(interruption)
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         if self.model is not None:
@@ -198,7 +199,7 @@ class Sidecar:
             raise NotInitialized
         return self.mock
 
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         return self._tool_hooks().execute(params)
 
@@ -206,12 +207,13 @@ class Sidecar:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
         return self._tool_hooks().post_execute(params)
 
-    def tools_result(self, params: ResultParams) -> None:
+    def tools_result(self, params: ResultParams) -> Later | None:
         """``tools/result`` notification: the final outcome."""
-        self._tool_hooks().result(params)
+        written = self._tool_hooks().result(params)
         if self.config is not None and self.config.report is not None:
             value = params.result.value
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
+        return written
 
     async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
         """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
@@ -237,7 +239,7 @@ class Sidecar:
         self._subagents().hello(params)
         return Empty()
 
-    def subagent_start(self, params: StartRequest) -> SubagentDecision:
+    def subagent_start(self, params: StartRequest) -> SubagentDecision | Later:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 
@@ -245,10 +247,9 @@ class Sidecar:
         """``subagent/published`` notification."""
         self._subagents().published(params)
 
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
-        """``subagent/outcome``: a forwarded run settled."""
-        self._subagents().outcome(params)
-        return Empty()
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later:
+        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
+        return self._subagents().outcome(params)
 
     def _model(self) -> ModelHooks:
         if self.model is None:

@@ -35,6 +35,7 @@ from python_core.files import display_name, reason_of
 __all__ = [
     "GENESIS",
     "Chain",
+    "LineSink",
     "PartialFile",
     "display_name",
     "frame_hash",
@@ -129,6 +130,13 @@ def mapping_hash(value: dict[str, Any], canonical_line: bytes | None) -> str:
             body = canonical_line[: start - 1] + canonical_line[start + len(member) :]
             return digest_bytes(body)
     return digest({key: item for key, item in value.items() if key != "hash"})
+
+
+class LineSink(Protocol):
+    """Where an engine's sealed lines go at once when no store layer queues them."""
+
+    def write_lines(self, lines: Sequence[bytes], /) -> None:
+        """Append ``lines`` durably, in order (raises the cassette's named I/O error)."""
 
 
 class _Exists(Protocol):

@@ -12,6 +12,7 @@ Names in errors are file names without directories.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Literal
 
@@ -210,6 +211,34 @@ class CassetteWriter:
             raise CassetteStateError("append", "the writer is not started")
         try:
             self._file.write(line)
+            self._sync()
+        except OSError as exc:
+            raise CassetteReadError(self.name, reason_of(exc)) from None
+
+    def write_lines(self, lines: Sequence[bytes]) -> None:
+        """Append complete record lines and ``fsync`` once; all are durable on return.
+
+        The first call opens the file: it continues an ``existing`` document, or else
+        ``lines[0]`` is the new document's header.
+
+        Raises:
+            CassetteExists: ``create`` lost a race with a writer that ignores the lock.
+            CassetteReadError: the file cannot be opened, written or synced.
+            CassetteStateError: the writer is closed.
+        """
+        if self._closed:
+            raise CassetteStateError("append", "the writer is closed")
+        if self._file is None:
+            if self.existing is None:
+                self.start(lines[0])
+                lines = lines[1:]
+            else:
+                self.start(None)
+        assert self._file is not None
+        if not lines:
+            return
+        try:
+            self._file.write(b"".join(lines))
             self._sync()
         except OSError as exc:
             raise CassetteReadError(self.name, reason_of(exc)) from None
