@@ -55,7 +55,7 @@ class SubagentHooks:
         self.setup = setup
         self.trace = trace
         file = cassette.writer
-        self.writer = None if file is None else LineWriter(file.write_lines)
+        self.writer = None if file is None else LineWriter(file.write_lines, cassette.write_failed)
         self.closed: CloseReport | None = None
 
     @classmethod
@@ -103,7 +103,6 @@ class SubagentHooks:
         assert self.writer is not None
         failure = await self.writer.written(ticket)
         if failure is not None:
-            self.cassette.write_failed(failure)
             raise failure
 
     def _decided(self, decision: Decision) -> SubagentDecision:
@@ -157,9 +156,7 @@ class SubagentHooks:
         format has no completeness mark, so the file keeps the settled interactions only.
         """
         if self.writer is not None:
-            failure = await self.writer.drain()
-            if failure is not None:
-                self.cassette.write_failed(failure)
+            await self.writer.drain()
         report = self.closed = self.cassette.close()
         s = report.stats
         errors: list[SidecarError] = list(report.errors)

@@ -54,8 +54,12 @@ class ToolHooks:
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
-        self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines)
+        self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
+
+    def _failed(self, error: SidecarError) -> None:
+        assert self.recording is not None
+        self.recording.write_failed(None, error)
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
@@ -148,22 +152,15 @@ class ToolHooks:
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
             ticket = self._queued()
-            if ticket is not None:
-                return Later(self._result_written(ticket))
+            # No answer waits for a result line; it is written by the next batch, now.
+            if ticket is not None and self.writer is not None and not self.writer.flushed_anyway():
+                return Later(self.writer.written(ticket))
         return None
-
-    async def _result_written(self, ticket: Ticket) -> None:
-        assert self.writer is not None and self.recording is not None
-        failure = await self.writer.written(ticket)
-        if failure is not None:
-            self.recording.write_failed(None, failure)
 
     async def _close_recording(self, recording: RecordSession, writer: LineWriter,
                                interruption: str | None) -> CloseReport:
         """Write what is queued, then the tail, then publish: each step after the previous is durable."""
-        failure = await writer.drain()
-        if failure is not None:
-            recording.write_failed(None, failure)
+        await writer.drain()
         publish = recording.finish(interruption)
         failure = await writer.written(writer.submit(recording.take_writes()))
         published = False

@@ -162,11 +162,11 @@ def main() -> None:
             dsh_section(tmp)
 
 
-def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str]) -> dict[str, Any]:
-    """One measurement of `$/cancelRequest` latency while 32 callers record (fsync per frame)."""
+def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str], recorders: int = 32) -> dict[str, Any]:
+    """One measurement of `$/cancelRequest` latency while ``recorders`` callers record (fsync per frame)."""
     cancel_dir = tmp / name
     cancel_dir.mkdir()
-    return node("cancel", PYTHON, str(root), str(cancel_dir), env=env)
+    return node("cancel", PYTHON, str(root), str(cancel_dir), env={**env, "BENCH_RECORDERS": str(recorders)})
 
 
 def cancel_row(label: str, cancel: dict[str, Any]) -> None:
@@ -189,11 +189,17 @@ def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=True)
     cancel = cancel_run(tmp, "cancel", root, under_test)
+    # The same probes with nobody recording: what the machine and the transport cost alone.
+    idle = cancel_run(tmp, "cancel-idle", root, under_test, recorders=0)
     print(
         f"\n(e) {cancel['probe']} answered while 32 callers record selected calls (execute, post-execute,"
         f" result; fsync per frame), {cancel['n']} probes"
     )
     cancel_row("this tree", cancel)
+    print(
+        f"    {'no load':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
+        "   (this tree, nobody recording: the floor of the probe on this machine now)"
+    )
     if baseline is not None:
         cancel_row(rev[:9], baseline)
         print(
