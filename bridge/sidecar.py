@@ -149,7 +149,7 @@ class Sidecar:
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         if self.model is not None:
-            model_errors, model_notes = self.model.close()
+            model_errors, model_notes = await self.model.close()
             errors.extend(model_errors)
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
@@ -264,10 +264,9 @@ class Sidecar:
         """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
         return self._model().request(params)
 
-    def model_recorded(self, params: ModelRecordedParams) -> Empty:
+    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
         """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        self._model().recorded(params)
-        return Empty()
+        return self._model().recorded(params)
 
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""
