@@ -11,9 +11,6 @@ sent once the frame is durable, while the reader serves other requests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import anyio
 import msgspec
 
@@ -22,7 +19,7 @@ from bridge.line_writer import LineWriter, Ticket
 from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from bridge.trace import Trace
 from python_core.errors import SidecarError
-from python_core.model_cassette import CloseReport, Forward, ModelCassette, Pass, parse_config
+from python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
 
 __all__ = ["ModelHooks"]
 
@@ -39,18 +36,16 @@ class ModelHooks:
         self.closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace,
+    def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str | None, trace: Trace,
              children_owned: bool = False) -> ModelHooks:
-        """Parse the ``modelCassette`` section and open the cassette.
+        """Open the cassette of the parsed ``modelCassette`` section.
 
         ``children_owned``: a subagent cassette records or replays whole child runs, so calls
         made by child agents (delegation depth above 0) pass through untouched.
 
         Raises:
-            ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
-        config = parse_config(raw, cwd=cwd)
         cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown", deferred=True)
         return cls(cassette, trace, children_owned=children_owned)
 

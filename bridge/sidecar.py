@@ -7,7 +7,6 @@ session and the mock driver, and turns their decisions into wire payloads.
 from __future__ import annotations
 
 import os
-import sys
 
 from msgspec import UNSET, Raw
 
@@ -30,6 +29,7 @@ from bridge.protocol import (
     ModelDecision,
     ModelRecordedParams,
     ModelRequestParams,
+    NotInitialized,
     PostExecuteDecision,
     PostExecuteParams,
     PreStepParams,
@@ -61,13 +61,10 @@ __all__ = ["Sidecar"]
 _NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
-
-
-class NotInitialized(ProtocolError):
-    """A hook arrived before ``initialize``."""
-
-    def __init__(self) -> None:
-        super().__init__("a hook arrived before initialize")
+# The exit codes the sidecar sets (README, Exit codes): the highest one applies, and rc.8's own
+# 1 for a failed turn stays when the sidecar has nothing to add.
+EXIT_FAILED = 1
+EXIT_MOCK_REFUSED = 3
 
 
 class Sidecar:
@@ -110,8 +107,7 @@ class Sidecar:
             hooks.append("tools")
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
-                config.subagent_cassette, cwd=params.cwd,
-                host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+                config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
             if self.mock is not None:
@@ -120,7 +116,7 @@ class Sidecar:
                 self.mock.replayed_delegation = REPLAYED_DELEGATION
         if config.model_cassette is not None:
             self.model = ModelHooks.open(
-                config.model_cassette, cwd=params.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
+                config.model_cassette, cwd=config.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
                 trace=self.trace, children_owned=self.subagents is not None,
             )
             hooks.append("model")
@@ -138,12 +134,13 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
             tool_errors, notes = await self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
-            errors.extend(self.mock.close())
+            mock_fixes = self.mock.close()
         if self.subagents is not None:
             subagent_errors, subagent_notes = await self.subagents.close(interruption)
             errors.extend(subagent_errors)
@@ -155,13 +152,19 @@ class Sidecar:
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         # Several errors often share one fix (a mismatch and the records it left unconsumed).
-        fixes = list(dict.fromkeys(e.hint for e in errors if e.hint))
+        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
         result = ShutdownResult(
-            exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
         )
         if self.config is not None and self.config.report is not None:
             write_report(self.config.report, self._report(errors, result))
         return result
+
+    def _exit_code(self, errors: list[SidecarError]) -> int:
+        """The DSH process's exit code as far as the sidecar decides it (README, Exit codes)."""
+        if self.mock is not None and self.mock.refused:
+            return EXIT_MOCK_REFUSED
+        return EXIT_FAILED if errors else 0
 
     def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
         cassettes = []
@@ -195,12 +198,12 @@ class Sidecar:
 
     def _tool_hooks(self) -> ToolHooks:
         if self.tools is None:
-            raise NotInitialized
+            raise NotInitialized("a tools hook")
         return self.tools
 
     def _mock(self) -> MockDriver:
         if self.mock is None:
-            raise NotInitialized
+            raise NotInitialized("an llm hook")
         return self.mock
 
     def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
@@ -235,7 +238,7 @@ class Sidecar:
 
     def _subagents(self) -> SubagentHooks:
         if self.subagents is None:
-            raise NotInitialized
+            raise NotInitialized("a subagent hook")
         return self.subagents
 
     def subagent_hello(self, params: UpstreamFacts) -> Empty:
@@ -257,7 +260,7 @@ class Sidecar:
 
     def _model(self) -> ModelHooks:
         if self.model is None:
-            raise NotInitialized
+            raise NotInitialized("a model hook")
         return self.model
 
     def model_request(self, params: ModelRequestParams) -> ModelDecision:
@@ -271,7 +274,7 @@ class Sidecar:
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""
         if self.config is None:
-            raise NotInitialized
+            raise NotInitialized("session/turn")
         if params.phase == "start":
             self.turns.start(params.sessionId, params.turn)
         else:
@@ -288,8 +291,3 @@ class Sidecar:
     def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
         return self._mock().command(params)
-
-
-def report(error: SidecarError) -> None:
-    """Print a named error on stderr (the shim forwards our stderr to the host's)."""
-    sys.stderr.write(f"dsh-sidecar: {error}\n")

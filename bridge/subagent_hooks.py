@@ -11,14 +11,10 @@ the answers that depend on them (the first ``start``, after its header; every ``
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any
 
 import anyio
-import msgspec
 
 from bridge.later import Later
 from bridge.line_writer import LineWriter, Ticket
@@ -31,15 +27,15 @@ from bridge.protocol import (
 )
 from bridge.trace import Trace
 from python_core.cassette_io import display_name
-from python_core.errors import ConfigError, SidecarError
+from python_core.errors import SidecarError
 from python_core.subagent_cassette import (
+    CassetteConfig,
     CloseReport,
     Forward,
     Miss,
     StartRequest,
     SubagentCassette,
     UpstreamFacts,
-    parse_config,
 )
 from python_core.subagent_cassette.engine import Decision
 from python_core.turns import RecordingInterrupted
@@ -59,19 +55,12 @@ class SubagentHooks:
         self.closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> SubagentHooks:
-        """Parse the ``subagentCassette`` section and open the cassette.
+    def open(cls, config: CassetteConfig, *, host_version: str | None, trace: Trace) -> SubagentHooks:
+        """Open the cassette of the parsed ``subagentCassette`` section (``file`` already resolved).
 
         Raises:
-            ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (locked, exists, invalid, wrong target).
         """
-        try:
-            config = parse_config(raw)
-        except ConfigError as error:
-            # Name the field as the user wrote it in the row: `subagentCassette.<field>`.
-            raise ConfigError(f"subagentCassette.{error.field}", error.reason) from None
-        config = msgspec.structs.replace(config, file=os.path.join(cwd, config.file))
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time,
                                          deferred=True)
         name, upstream = config.provider.names()

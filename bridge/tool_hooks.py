@@ -141,7 +141,9 @@ class ToolHooks:
         """See the final outcome; a recorded one is written off the reader."""
         self.trace.write("tools/result", tool=params.tool, path=params.path, handle=params.handle)
         if self.mock is not None:
-            self.mock.observe(params.callId, params.tool, params.result.isError, _code(params.result))
+            result = params.result
+            message = None if result.error is UNSET else result.error.message
+            self.mock.observe(params.callId, params.tool, result.isError, _code(result), message)
         cassette = self._selected(params.tool)
         if cassette is not None:
             try:

@@ -231,11 +231,6 @@ class CloseReport(msgspec.Struct, frozen=True, kw_only=True):
     errors: tuple[SidecarError, ...]
     stats: CassetteStats
 
-    @property
-    def exit_code(self) -> int:
-        """0 when clean, else the first error's exit code."""
-        return self.errors[0].exit_code if self.errors else 0
-
 
 class _Pending(msgspec.Struct, kw_only=True):
     """A forwarded start waiting for its outcome."""

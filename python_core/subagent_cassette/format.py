@@ -258,7 +258,6 @@ class Cassette(Struct, frozen=True, kw_only=True):
     last_hash: str
 
 
-_GENERIC = msgspec.json.Decoder()
 # Version 2 lines are canonical JSON (what is hashed is the bytes read, as in every format this
 # product defines); version 1 is seed 003's, whose lines need only be canonicalisable.
 _NOT_CANONICAL = "not canonical JSON (version 2 lines are written canonical; this one was edited)"
