@@ -158,11 +158,6 @@ class CassetteWriter:
             raise
         return writer
 
-    @property
-    def started(self) -> bool:
-        """Tell whether the file has been opened for writing."""
-        return self._file is not None
-
     def start(self, header_line: bytes | None) -> None:
         """Open the file: write and sync ``header_line`` or continue the existing document.
 
@@ -199,21 +194,6 @@ class CassetteWriter:
         assert self._file is not None
         self._file.flush()
         os.fsync(self._file.fileno())
-
-    def append(self, line: bytes) -> None:
-        """Write one complete record line and ``fsync`` it before returning.
-
-        Raises:
-            CassetteStateError: the writer is not started.
-            CassetteReadError: the write or sync failed.
-        """
-        if self._file is None:
-            raise CassetteStateError("append", "the writer is not started")
-        try:
-            self._file.write(line)
-            self._sync()
-        except OSError as exc:
-            raise CassetteReadError(self.name, reason_of(exc)) from None
 
     def write_lines(self, lines: Sequence[bytes]) -> None:
         """Append complete record lines and ``fsync`` once; all are durable on return.

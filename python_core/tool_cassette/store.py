@@ -67,11 +67,6 @@ class Recorder(PartialFile):
         """
         return cls(path, cls.open_partial(path))
 
-    @property
-    def frames(self) -> int:
-        """Number of frames sealed so far."""
-        return self.chain.seq
-
     def append(self, frame: F) -> F:
         """Chain, seal, write and fsync one frame; return it as written.
 
