@@ -10,6 +10,7 @@ import os
 
 from msgspec import UNSET, Raw
 
+from bridge.later import Later
 from bridge.mock_driver import MockDriver
 from bridge.model_hooks import ModelHooks
 from bridge.protocol import (
@@ -136,16 +137,16 @@ class Sidecar:
         mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = self.tools.close(interruption)
+            tool_errors, notes = await self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
             mock_fixes = self.mock.close()
         if self.subagents is not None:
-            subagent_errors, subagent_notes = self.subagents.close(interruption)
+            subagent_errors, subagent_notes = await self.subagents.close(interruption)
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         if self.model is not None:
-            model_errors, model_notes = self.model.close()
+            model_errors, model_notes = await self.model.close()
             errors.extend(model_errors)
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
@@ -205,7 +206,7 @@ class Sidecar:
             raise NotInitialized("an llm hook")
         return self.mock
 
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         return self._tool_hooks().execute(params)
 
@@ -213,12 +214,13 @@ class Sidecar:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
         return self._tool_hooks().post_execute(params)
 
-    def tools_result(self, params: ResultParams) -> None:
+    def tools_result(self, params: ResultParams) -> Later | None:
         """``tools/result`` notification: the final outcome."""
-        self._tool_hooks().result(params)
+        written = self._tool_hooks().result(params)
         if self.config is not None and self.config.report is not None:
             value = params.result.value
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
+        return written
 
     async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
         """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
@@ -244,7 +246,7 @@ class Sidecar:
         self._subagents().hello(params)
         return Empty()
 
-    def subagent_start(self, params: StartRequest) -> SubagentDecision:
+    def subagent_start(self, params: StartRequest) -> SubagentDecision | Later:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 
@@ -252,10 +254,9 @@ class Sidecar:
         """``subagent/published`` notification."""
         self._subagents().published(params)
 
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
-        """``subagent/outcome``: a forwarded run settled."""
-        self._subagents().outcome(params)
-        return Empty()
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later:
+        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
+        return self._subagents().outcome(params)
 
     def _model(self) -> ModelHooks:
         if self.model is None:
@@ -266,10 +267,9 @@ class Sidecar:
         """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
         return self._model().request(params)
 
-    def model_recorded(self, params: ModelRecordedParams) -> Empty:
+    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
         """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        self._model().recorded(params)
-        return Empty()
+        return self._model().recorded(params)
 
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""

@@ -8,7 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from bridge.protocol import SubagentOutcomeParams, SubagentPublishedParams
+from bridge.later import Later
+from bridge.protocol import SubagentDecision, SubagentOutcomeParams, SubagentPublishedParams
 from bridge.subagent_hooks import SubagentHooks
 from bridge.trace import Trace
 from python_core.subagent_cassette import StartRequest, UpstreamFacts
@@ -57,22 +58,28 @@ def _open(tmp_path: Path, mode: str) -> SubagentHooks:
     return SubagentHooks.open(config, host_version="0.1.0-rc.8", trace=Trace(None))
 
 
-def _record(tmp_path: Path, outcomes: list[dict[str, Any]]) -> tuple[list[str], list[str], Path]:
+async def _answer(answer: SubagentDecision | Later | object) -> Any:
+    """The hook's answer, awaited when it waits for its lines to be durable."""
+    return await answer.answer if isinstance(answer, Later) else answer
+
+
+async def _record(tmp_path: Path, outcomes: list[dict[str, Any]]) -> tuple[list[str], list[str], Path]:
     """Record one child per outcome; return the close errors, notes and the cassette path."""
     hooks = _open(tmp_path, "record")
     hooks.hello(UPSTREAM)
     for index, outcome in enumerate(outcomes):
-        decision = hooks.start(_start(f"child{index}"))
+        decision = await _answer(hooks.start(_start(f"child{index}")))
         assert decision.action == "forward" and decision.handle is not None
         if outcome["kind"] != "start-error":
             hooks.published(SubagentPublishedParams(handle=decision.handle, childId=f"child-{index}"))
-        hooks.outcome(SubagentOutcomeParams(handle=decision.handle, outcome=_outcome(outcome)))
-    errors, notes = hooks.close()
+        await _answer(hooks.outcome(SubagentOutcomeParams(handle=decision.handle, outcome=_outcome(outcome))))
+    errors, notes = await hooks.close()
     return [str(e) for e in errors], notes, tmp_path / "agents.jsonl"
 
 
-def test_successful_children_publish_without_a_warning(tmp_path: Path) -> None:
-    errors, notes, path = _record(tmp_path, [_result("completed"), _result("aborted")])
+@pytest.mark.anyio
+async def test_successful_children_publish_without_a_warning(tmp_path: Path) -> None:
+    errors, notes, path = await _record(tmp_path, [_result("completed"), _result("aborted")])
     assert errors == [] and path.is_file()
     assert not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
 
@@ -83,9 +90,10 @@ def test_successful_children_publish_without_a_warning(tmp_path: Path) -> None:
     (_error("start-error", None), "start-error"),
     (_error("start-error", "has spaces: not a code"), "start-error"),
 ])
-def test_a_failed_child_is_published_with_one_named_warning(tmp_path: Path, outcome: dict[str, Any],
-                                                            named: str) -> None:
-    errors, notes, path = _record(tmp_path, [_result("completed"), outcome, outcome])
+@pytest.mark.anyio
+async def test_a_failed_child_is_published_with_one_named_warning(tmp_path: Path, outcome: dict[str, Any],
+                                                                  named: str) -> None:
+    errors, notes, path = await _record(tmp_path, [_result("completed"), outcome, outcome])
     assert errors == [] and path.is_file()
     warnings = [note for note in notes if "SUBAGENT_CHILD_FAILED" in note]
     assert len(warnings) == 1
@@ -96,10 +104,11 @@ def test_a_failed_child_is_published_with_one_named_warning(tmp_path: Path, outc
     assert "secret" not in warning and "not a code" not in warning
 
 
-def test_replay_never_warns(tmp_path: Path) -> None:
-    _record(tmp_path, [_result("error")])
+@pytest.mark.anyio
+async def test_replay_never_warns(tmp_path: Path) -> None:
+    await _record(tmp_path, [_result("error")])
     hooks = _open(tmp_path, "replay")
-    assert hooks.start(_start("child0")).action == "replay"
-    errors, notes = hooks.close()
+    assert (await _answer(hooks.start(_start("child0")))).action == "replay"
+    errors, notes = await hooks.close()
     assert errors == [] and not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
 

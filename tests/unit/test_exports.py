@@ -30,6 +30,8 @@ EXPORTS: dict[str, list[str]] = {
         "host_env",
     ],
     "bridge.install": ["HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "install_package", "install_plugin", "pack_package"],
+    "bridge.later": ["Later"],
+    "bridge.line_writer": ["LineWriter", "Ticket"],
     "bridge.mock_driver": ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT", "sleep_ms"],
     "bridge.model_hooks": ["ModelHooks"],
     "bridge.protocol": [
@@ -58,6 +60,10 @@ EXPORTS: dict[str, list[str]] = {
         "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
         "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
         "value_too_deep",
+    ],
+    "python_core.cassette_io": [
+        "Chain", "GENESIS", "LineSink", "PartialFile", "display_name", "frame_hash", "fsync_dir", "line_hash",
+        "mapping_hash", "partial_path", "reason_of", "schema_location", "seal", "seal_mapping",
     ],
     "python_core.cli_errors": [
         "EXIT_DIFFERENT", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "NamedFailure",
