@@ -399,10 +399,6 @@ class SubagentCassette:
             raise CassetteStateError(event, self._state.value)
         return following
 
-    def provider_facts(self) -> ProviderFacts | None:
-        """Return the recorded provider facts (replay), for mirroring without an upstream."""
-        return self._header.provider if self._header is not None else None
-
     def on_upstream(self, facts: UpstreamFacts) -> None:
         """Record the upstream provider facts (record needs them before the first start).
 

@@ -163,7 +163,7 @@ EXPORTS: dict[str, list[str]] = {
         "Header", "Interaction", "MetadataView", "Outcome", "ProviderFacts", "RecordedError", "RequestMetadata",
         "RequestView", "ResultErrorOutcome", "ResultOutcome", "SUPPORTED_TARGETS", "StartErrorOutcome", "Target",
         "Timing", "ToolFilter", "VERSION", "ambiguous_groups", "check_blocks", "check_header", "check_interaction",
-        "group_key", "outcome_fingerprint", "outcome_kind", "parse_lines", "project_stop_reason", "seal_header",
+        "group_key", "outcome_fingerprint", "outcome_kind", "project_stop_reason", "seal_header",
         "seal_interaction", "to_json",
     ],
     "python_core.subagent_cassette.identity": [

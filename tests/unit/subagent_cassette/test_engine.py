@@ -381,9 +381,9 @@ def test_replay_refuses_another_host_version(record_file: Any, clock: Any) -> No
         )
 
 
-def test_replay_exposes_recorded_provider_facts(record_file: Any, open_cassette: Open) -> None:
-    facts = open_cassette(record_file(), mode="replay").provider_facts()
-    assert facts is not None and (facts.upstream, facts.continuable) == ("spawn", True)
+def test_the_header_keeps_the_upstream_provider_facts(record_file: Any) -> None:
+    facts = load(record_file()).header.provider
+    assert (facts.upstream, facts.continuable, facts.inheritsParentContext) == ("spawn", True, False)
 
 
 def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(
