@@ -128,14 +128,14 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.model_cassette.format": [
         "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
-        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "frame_hash", "line_hash",
+        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
         "probe_header", "seal",
     ],
     "python_core.model_cassette.request": [
         "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
         "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"],
+    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
@@ -195,10 +195,10 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.format": [
         "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",
         "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION", "canonical_payload", "canonical_text", "decode_frame",
-        "encode", "frame_hash", "probe_header", "seal",
+        "encode", "probe_header", "seal",
     ],
     "python_core.tool_cassette.store": [
-        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "partial_path", "verify_file",
+        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
     ],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
