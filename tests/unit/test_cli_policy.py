@@ -24,8 +24,8 @@ from python_core.model_cassette import ModelCassette, ModelCassetteConfig
 from python_core.model_cassette.cli import cli as model
 from python_core.subagent_cassette.cli import cli as subagent
 from python_core.subagent_cassette.config import parse_config as parse_subagent_config
-from python_core.subagent_cassette.engine import Forward, RunOutcome, SubagentCassette, UpstreamFacts
-from python_core.subagent_cassette.format import Capabilities
+from python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
+from python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
 from python_core.subagent_cassette.identity import StartRequest
 from python_core.tool_cassette import ToolCassetteSession
 from python_core.tool_cassette import parse_config as parse_tool_config
@@ -109,18 +109,18 @@ def _subagent_cassette(path: Path) -> None:
     # Record writes nothing before the first start, so one child run goes in.
     cassette = SubagentCassette.open(parse_subagent_config({"mode": "record", "file": str(path)}),
                                      host_version=HOST, clock=lambda: 1_800_000_000.0)
-    cassette.on_upstream(UpstreamFacts(name="spawn", continuable=True, inheritsParentContext=False,
-                                       capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True,
-                                                                 persona=True)))
+    cassette.on_upstream(Upstream(name="spawn", continuable=True, inherits_parent_context=False,
+                                  capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True,
+                                                            persona=True)))
     start = msgspec.convert({"request": {"prompt": [{"type": "text", "text": "go"}]}, "parentSessionId": "s-1",
                              "parentEvents": []}, StartRequest)
     decision = cassette.on_start(start)
     assert isinstance(decision, Forward)
-    cassette.on_outcome(decision.handle, msgspec.convert({
-        "published": True, "local": True,
-        "timing": {"startedAt": "2027-01-15T08:00:00.000Z", "startLatencyMs": 1.0, "durationMs": 2.0},
-        "outcome": {"kind": "result", "result": {"output": [], "stopReason": "completed"}},
-    }, RunOutcome))
+    cassette.on_outcome(decision.handle, SettledRun(
+        published=True, local=True,
+        timing=Timing(startedAt="2027-01-15T08:00:00.000Z", startLatencyMs=1.0, durationMs=2.0),
+        outcome=ResultOutcome(result={"output": [], "stopReason": "completed"}, redactions=0),
+    ))
     assert cassette.close().errors == ()
 
 

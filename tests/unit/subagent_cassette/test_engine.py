@@ -16,7 +16,7 @@ from python_core.subagent_cassette.engine import (
     Miss,
     Replay,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
 from python_core.subagent_cassette.errors import (
     AmbiguousCassette,
@@ -152,7 +152,7 @@ def test_nested_interactions_of_a_replayed_child_are_tolerated(
         parentDepth=1,
     )
     grandchild = _forward(record, grandchild_start)
-    assert grandchild.handle.callKey.startswith(child.handle.callKey + "/grandchild-")
+    assert grandchild.handle.call_key.startswith(child.handle.call_key + "/grandchild-")
     record.on_outcome(grandchild.handle, make_outcome())
     record.on_outcome(child.handle, make_outcome())
     record.close()
@@ -363,10 +363,10 @@ def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cass
         host_version="0.1.0-rc.8",
         clock=lambda: 0.0,
     )
-    facts = UpstreamFacts(
+    facts = Upstream(
         name="spawn",
         capabilities=UPSTREAM.capabilities,
-        inheritsParentContext=True,
+        inherits_parent_context=True,
         continuable=True,
     )
     with pytest.raises(AppendIncompatible, match="header provider differs"):
