@@ -44,6 +44,7 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
     TurnParams,
+    UpstreamFacts,
 )
 from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from bridge.subagent_hooks import SubagentHooks
@@ -52,7 +53,7 @@ from bridge.trace import Trace
 from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
-from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.subagent_cassette import StartRequest
 from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]

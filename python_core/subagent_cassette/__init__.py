@@ -11,9 +11,9 @@ from python_core.subagent_cassette.engine import (
     Forward,
     Miss,
     Replay,
-    RunOutcome,
+    SettledRun,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
 from python_core.subagent_cassette.identity import StartRequest
 
@@ -24,9 +24,9 @@ __all__ = [
     "Forward",
     "Miss",
     "Replay",
-    "RunOutcome",
+    "SettledRun",
     "StartRequest",
     "SubagentCassette",
-    "UpstreamFacts",
+    "Upstream",
     "parse_config",
 ]

@@ -9,12 +9,17 @@ import msgspec
 import pytest
 
 from bridge.later import Later
-from bridge.protocol import SubagentDecision, SubagentOutcomeParams, SubagentPublishedParams
+from bridge.protocol import (
+    RunOutcome,
+    SubagentDecision,
+    SubagentOutcomeParams,
+    SubagentPublishedParams,
+    UpstreamFacts,
+)
 from bridge.subagent_hooks import SubagentHooks
 from bridge.trace import Trace
-from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.subagent_cassette import StartRequest
 from python_core.subagent_cassette.config import parse_section
-from python_core.subagent_cassette.engine import RunOutcome
 from python_core.subagent_cassette.format import Capabilities
 
 UPSTREAM = UpstreamFacts(

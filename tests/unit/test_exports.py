@@ -35,13 +35,14 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.mock_driver": ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT", "sleep_ms"],
     "bridge.model_hooks": ["ModelHooks"],
     "bridge.protocol": [
-        "AlreadyInitialized", "CancelParams", "CancelResult", "Empty", "ExecuteDecision", "ExecuteParams", "Hook",
-        "HookNotEnabled", "INITIALIZE", "InitializeParams", "InitializeResult", "Lifecycle", "LlmResponse",
-        "LlmStreamParams", "METHODS", "Method", "MockCommandParams", "MockCommandResult", "ModelDecision",
-        "ModelRecordedParams", "ModelRequestParams", "NotInitialized", "PROTOCOL_VERSION", "PostExecuteDecision",
-        "PostExecuteParams", "PreStepParams", "PreStepResult", "ResultParams", "Route", "RouteParams", "RouteResult",
-        "SeenResult", "SessionEndParams", "ShutdownParams", "ShutdownResult", "SubagentDecision",
-        "SubagentOutcomeParams", "SubagentPublishedParams", "SubagentSetup", "ToolCallOut", "TurnParams",
+        "AlreadyInitialized", "CallHandle", "CancelParams", "CancelResult", "Empty", "ExecuteDecision",
+        "ExecuteParams", "Hook", "HookNotEnabled", "INITIALIZE", "InitializeParams", "InitializeResult", "Lifecycle",
+        "LlmResponse", "LlmStreamParams", "METHODS", "Method", "MockCommandParams", "MockCommandResult",
+        "ModelDecision", "ModelRecordedParams", "ModelRequestParams", "NotInitialized", "PROTOCOL_VERSION",
+        "PostExecuteDecision", "PostExecuteParams", "PreStepParams", "PreStepResult", "ResultParams", "Route",
+        "RouteParams", "RouteResult", "RunOutcome", "SeenResult", "SessionEndParams", "ShutdownParams",
+        "ShutdownResult", "SubagentDecision", "SubagentOutcomeParams", "SubagentPublishedParams", "SubagentSetup",
+        "ToolCallOut", "TurnParams", "UpstreamFacts", "WireResult", "WireResultError", "WireStartError",
     ],
     "bridge.pytest_plugin": ["DshRunner"],
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
@@ -129,29 +130,29 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.model_cassette.format": [
         "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
-        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "frame_hash", "line_hash",
+        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
         "probe_header", "seal",
     ],
     "python_core.model_cassette.request": [
         "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
         "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"],
+    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
         "tool_results",
     ],
     "python_core.subagent_cassette": [
-        "CallHandle", "CassetteConfig", "CloseReport", "Forward", "Miss", "Replay", "RunOutcome", "StartRequest",
-        "SubagentCassette", "UpstreamFacts", "parse_config",
+        "CallHandle", "CassetteConfig", "CloseReport", "Forward", "Miss", "Replay", "SettledRun", "StartRequest",
+        "SubagentCassette", "Upstream", "parse_config",
     ],
     "python_core.subagent_cassette.cli": ["cli"],
     "python_core.subagent_cassette.config": ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"],
     "python_core.subagent_cassette.diff": ["Change", "DiffReport", "diff_cassettes"],
     "python_core.subagent_cassette.engine": [
         "CallHandle", "CassetteStats", "CloseReport", "Decision", "Forward", "Miss", "MissDiagnostic", "Replay",
-        "RunOutcome", "SubagentCassette", "UpstreamFacts", "WireResult", "WireResultError", "WireStartError",
+        "SettledRun", "SubagentCassette", "Upstream",
     ],
     "python_core.subagent_cassette.errors": [
         "AmbiguousCassette", "AppendIncompatible", "CassetteExists", "CassetteFormatError", "CassetteIntegrityError",
@@ -164,7 +165,7 @@ EXPORTS: dict[str, list[str]] = {
         "Header", "Interaction", "MetadataView", "Outcome", "ProviderFacts", "RecordedError", "RequestMetadata",
         "RequestView", "ResultErrorOutcome", "ResultOutcome", "SUPPORTED_TARGETS", "StartErrorOutcome", "Target",
         "Timing", "ToolFilter", "VERSION", "ambiguous_groups", "check_blocks", "check_header", "check_interaction",
-        "group_key", "outcome_fingerprint", "outcome_kind", "parse_lines", "project_stop_reason", "seal_header",
+        "group_key", "outcome_fingerprint", "outcome_kind", "project_stop_reason", "seal_header",
         "seal_interaction", "to_json",
     ],
     "python_core.subagent_cassette.identity": [
@@ -196,10 +197,10 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.format": [
         "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",
         "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION", "canonical_payload", "canonical_text", "decode_frame",
-        "encode", "frame_hash", "probe_header", "seal",
+        "encode", "probe_header", "seal",
     ],
     "python_core.tool_cassette.store": [
-        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "partial_path", "verify_file",
+        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
     ],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
