@@ -6,6 +6,7 @@
  */
 
 /** @typedef {{ code: number, message: string, data?: { code?: string, hint?: string } }} RpcErrorObject */
+/** @typedef {import('./types').Methods} Methods @typedef {import('./types').Notifications} Notifications */
 
 /** Longest line accepted from the sidecar (its own cap for the lines it reads, 64 MiB). */
 export const MAX_LINE = 64 * 1024 * 1024
@@ -38,7 +39,7 @@ export class Rpc {
    */
   constructor(output, input) {
     this.output = output
-    /** @type {Map<number, {resolve: (v: any) => void, reject: (e: Error) => void}>} */
+    /** @type {Map<number, {resolve: (value: unknown) => void, reject: (error: Error) => void}>} */
     this.pending = new Map()
     this.nextId = 1
     /** @type {Error | undefined} */
@@ -47,7 +48,7 @@ export class Rpc {
     this.closing = false
     let buffer = ''
     input.setEncoding('utf8')
-    input.on('data', (/** @type {string} */ chunk) => {
+    input.on('data', (chunk) => {
       buffer += chunk
       let start = 0
       let newline
@@ -91,10 +92,11 @@ export class Rpc {
 
   /**
    * Send a request; an aborted `signal` sends `$/cancelRequest` and rejects.
-   * @param {string} method
-   * @param {object} params
+   * @template {keyof Methods} M
+   * @param {M} method
+   * @param {Methods[M]['params']} params
    * @param {AbortSignal} [signal]
-   * @returns {Promise<any>}
+   * @returns {Promise<Methods[M]['result']>}
    */
   request(method, params, signal) {
     if (this.dead !== undefined) return Promise.reject(this.dead)
@@ -104,7 +106,8 @@ export class Rpc {
       let onAbort
       const settle = () => { if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort) }
       this.pending.set(id, {
-        resolve: (value) => { settle(); resolve(value) },
+        // The sidecar answers `method` with its result shape (bridge/protocol.py METHODS).
+        resolve: (value) => { settle(); resolve(/** @type {Methods[M]['result']} */ (value)) },
         reject: (error) => { settle(); reject(error) },
       })
       if (signal !== undefined) {
@@ -121,7 +124,10 @@ export class Rpc {
     })
   }
 
-  /** @param {string} method @param {object} params */
+  /**
+   * @template {keyof Notifications} N
+   * @param {N} method @param {Notifications[N]} params
+   */
   notify(method, params) {
     this.write({ jsonrpc: '2.0', method, params })
   }
@@ -135,7 +141,21 @@ export class Rpc {
   }
 }
 
-/** A JSON snapshot of a host value, as it travels on the wire. @param {unknown} value */
+/** The message of a thrown value. @param {unknown} error */
+export function messageOf(error) {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** The `code` of a thrown value, if it has a string one. @param {unknown} error @returns {string | undefined} */
+export function codeOf(error) {
+  const code = error instanceof Error && 'code' in error ? error.code : undefined
+  return typeof code === 'string' ? code : undefined
+}
+
+/**
+ * A JSON snapshot of a host value, as it travels on the wire.
+ * @template T @param {T} value @returns {T}
+ */
 export function plain(value) {
-  return value === undefined ? undefined : JSON.parse(JSON.stringify(value))
+  return value === undefined ? value : JSON.parse(JSON.stringify(value))
 }
