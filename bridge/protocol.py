@@ -14,8 +14,9 @@ import msgspec
 
 from python_core.errors import ProtocolError
 from python_core.mock.plan import MockStatus
-from python_core.subagent_cassette import CallHandle, RunOutcome, StartRequest, UpstreamFacts
-from python_core.subagent_cassette.format import Outcome
+from python_core.subagent_cassette import CallHandle, RunOutcome, UpstreamFacts
+from python_core.subagent_cassette.format import FullRequest, Outcome
+from python_core.subagent_cassette.host import ParentFacts
 from python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "SubagentOutcomeParams",
     "SubagentPublishedParams",
     "SubagentSetup",
+    "SubagentStartParams",
     "ToolCallOut",
     "TurnParams",
 ]
@@ -80,10 +82,14 @@ class InitializeParams(_Closed):
 
 
 class SubagentSetup(_Closed):
-    """Provider names: register the cassette as ``name`` once ``upstream`` exists."""
+    """Provider names: register the cassette as ``name`` once ``upstream`` exists.
+
+    ``parentEvents``: the parent session event types ``subagent/start`` carries.
+    """
 
     name: str
     upstream: str
+    parentEvents: list[str]
 
 
 class InitializeResult(_Closed):
@@ -285,7 +291,8 @@ class SubagentDecision(_Closed):
 
     On ``replay``, ``start()`` settles after ``startDelayMs`` (rejecting for a ``start-error``
     outcome) and the run's result after ``delayMs`` (rejecting for ``result-error``), both from
-    admission; the run has a fresh id and ``localAgent: undefined``.
+    admission, or with ``aborted`` as soon as the caller aborts; the run has a fresh id and
+    ``localAgent: undefined``.
     """
 
     action: Literal["forward", "replay"]
@@ -293,6 +300,17 @@ class SubagentDecision(_Closed):
     outcome: Outcome | None = None
     delayMs: float = 0.0
     startDelayMs: float = 0.0
+    aborted: msgspec.Raw | None = None
+
+
+class SubagentStartParams(_Closed):
+    """``subagent/start``: the request without ``parent``, ``signal`` and ``descriptor``, and the
+    parent as the host shows it (Python derives the call's identity from both).
+    """
+
+    request: FullRequest
+    parent: ParentFacts
+    signalAborted: bool = False
 
 
 class SubagentPublishedParams(_Closed):
@@ -381,7 +399,7 @@ METHODS: dict[str, Method] = {
     "mock/session-end": Method(SessionEndParams, None, "mock_session_end", hook="llm"),
     "mock/cancel": Method(CancelParams, CancelResult, "mock_cancel", hook="llm"),
     "subagent/hello": Method(UpstreamFacts, Empty, "subagent_hello", hook="subagent"),
-    "subagent/start": Method(StartRequest, SubagentDecision, "subagent_start", hook="subagent"),
+    "subagent/start": Method(SubagentStartParams, SubagentDecision, "subagent_start", hook="subagent"),
     "subagent/published": Method(SubagentPublishedParams, None, "subagent_published", hook="subagent"),
     "subagent/outcome": Method(SubagentOutcomeParams, Empty, "subagent_outcome", hook="subagent"),
     "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),

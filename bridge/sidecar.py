@@ -42,6 +42,7 @@ from bridge.protocol import (
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
+    SubagentStartParams,
     TurnParams,
 )
 from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
@@ -51,7 +52,7 @@ from bridge.trace import Trace
 from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
-from python_core.subagent_cassette import StartRequest, UpstreamFacts
+from python_core.subagent_cassette import UpstreamFacts
 from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
@@ -237,7 +238,7 @@ class Sidecar:
         self._subagents().hello(params)
         return Empty()
 
-    def subagent_start(self, params: StartRequest) -> SubagentDecision:
+    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 

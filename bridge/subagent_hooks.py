@@ -22,6 +22,7 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
     SubagentSetup,
+    SubagentStartParams,
 )
 from bridge.trace import Trace
 from python_core.errors import ConfigError, SidecarError
@@ -29,11 +30,11 @@ from python_core.subagent_cassette import (
     CloseReport,
     Forward,
     Miss,
-    StartRequest,
     SubagentCassette,
     UpstreamFacts,
     parse_config,
 )
+from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
 from python_core.subagent_cassette.store import display_name
 from python_core.turns import RecordingInterrupted
 
@@ -65,15 +66,16 @@ class SubagentHooks:
         config = msgspec.structs.replace(config, file=os.path.join(cwd, config.file))
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time)
         name, upstream = config.provider.names()
-        return cls(cassette, SubagentSetup(name=name, upstream=upstream), trace)
+        return cls(cassette, SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES)), trace)
 
     def hello(self, facts: UpstreamFacts) -> None:
         """The upstream provider was found; record mirrors and stores its facts."""
         self.cassette.on_upstream(facts)
         self.trace.write("subagent/hello", upstream=facts.name)
 
-    def start(self, request: StartRequest) -> SubagentDecision:
+    def start(self, params: SubagentStartParams) -> SubagentDecision:
         """Decide one ``start()``: forward to the upstream, replay, or refuse with a miss."""
+        request = start_request(params.request, params.parent, signal_aborted=params.signalAborted)
         decision = self.cassette.on_start(request)
         if isinstance(decision, Miss):
             if decision.diagnostic is not None:
@@ -91,7 +93,7 @@ class SubagentHooks:
         self.trace.write("subagent/start", action="replay", callKey=decision.handle.callKey)
         return SubagentDecision(
             action="replay", handle=decision.handle, outcome=decision.outcome,
-            delayMs=decision.delay_ms, startDelayMs=decision.start_delay_ms,
+            delayMs=decision.delay_ms, startDelayMs=decision.start_delay_ms, aborted=ABORTED_RESULT,
         )
 
     def published(self, params: SubagentPublishedParams) -> None:

@@ -47,22 +47,26 @@ function requestView(request) {
 }
 
 /**
- * What Python needs of the parent: identity facts and its model-visible events.
- * @param {StartRequest} request @returns {import('./types').SubagentStartParams}
+ * The parent as the host shows it, unjudged: Python derives the call's identity from these
+ * facts. `eventTypes` are the session event types Python reads (the initialize reply names them).
+ * @param {StartRequest} request @param {ReadonlySet<string>} eventTypes
+ * @returns {import('./types').SubagentStartParams}
  */
-function startParams(request) {
+function startParams(request, eventTypes) {
   const parent = request.parent
   const header = parent.session.header
+  const options = parent.options
   return {
     request: requestView(request),
-    parentSessionId: String(parent.id),
-    ...(header.origin === 'subagent' ? { parentOrigin: 'subagent' } : {}),
-    parentDepth: Math.max(header.delegationDepth ?? 0, parent.options?.subagentDepth ?? 0),
-    ...(header.agentPreset !== undefined ? { parentPreset: header.agentPreset } : {}),
-    parentRoute: plain({ provider: parent.options?.provider, model: parent.options?.model }),
-    parentEvents: parent.session.events
-      .filter((e) => e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result')
-      .map((e) => ({ type: e.type, data: plain(e.data) })),
+    parent: plain({
+      sessionId: String(parent.id),
+      origin: header.origin,
+      delegationDepth: header.delegationDepth,
+      subagentDepth: options.subagentDepth,
+      agentPreset: header.agentPreset,
+      route: { provider: options.provider, model: options.model },
+      events: parent.session.events.filter((e) => eventTypes.has(e.type)).map((e) => ({ type: e.type, data: e.data })),
+    }),
     signalAborted: request.signal.aborted,
   }
 }
@@ -83,6 +87,7 @@ function until(ms, t0, signal) {
  * (record), or return a replayed run. Registered only while the upstream exists.
  */
 export function installSubagentProvider(/** @type {Context} */ ctx, /** @type {Rpc} */ rpc, /** @type {SubagentSetup} */ setup) {
+  const eventTypes = new Set(setup.parentEvents)
   /** @param {SubagentProvider} upstream @returns {SubagentProvider} */
   const wrap = (upstream) => {
     const continuable = typeof upstream.prepareContinuable === 'function'
@@ -92,7 +97,7 @@ export function installSubagentProvider(/** @type {Context} */ ctx, /** @type {R
     const start = async (request) => {
       const t0 = performance.now()
       await hello
-      const decision = await rpc.request('subagent/start', startParams(request), request.signal)
+      const decision = await rpc.request('subagent/start', startParams(request, eventTypes), request.signal)
       if (decision.action === 'replay') return replayRun(request, decision, t0)
       return forwardRun(upstream, request, decision.handle, t0)
     }
@@ -116,7 +121,7 @@ export function installSubagentProvider(/** @type {Context} */ ctx, /** @type {R
     if (outcome.kind === 'start-error') throw recordedError(outcome.error)
     /** @type {PromiseWithResolvers<SubagentResult>} */
     const { promise: result, resolve, reject } = Promise.withResolvers()
-    const aborted = () => resolve({ output: [], stopReason: 'aborted' })
+    const aborted = () => resolve(decision.aborted)
     request.signal.addEventListener('abort', aborted, { once: true })
     until(decision.delayMs ?? 0, t0, request.signal).then(() => {
       if (request.signal.aborted) return

@@ -37,6 +37,8 @@ export interface InitializeResult {
 export interface SubagentSetup {
   name: string
   upstream: string
+  /** the parent session event types `subagent/start` carries */
+  parentEvents: string[]
 }
 
 /** The `shutdown` result. */
@@ -91,10 +93,16 @@ export type SubagentOutcome =
 /** A subagent cassette call handle. */
 export interface CallHandle { sequence: number, callKey: string }
 
-/** The `subagent/start` answer (a zero delay is omitted on the wire). */
+/**
+ * The `subagent/start` answer (a zero delay is omitted on the wire); `aborted` is what a
+ * replayed run's result settles to when its caller aborts.
+ */
 export type SubagentDecision =
   | { action: 'forward', handle: CallHandle }
-  | { action: 'replay', handle: CallHandle, outcome: SubagentOutcome, delayMs?: number, startDelayMs?: number }
+  | {
+    action: 'replay', handle: CallHandle, outcome: SubagentOutcome, delayMs?: number, startDelayMs?: number,
+    aborted: SubagentResult
+  }
 
 /** The `model/request` answer. */
 export type ModelDecision =
@@ -172,15 +180,18 @@ export interface UpstreamFacts {
   continuable: boolean
 }
 
-/** `subagent/start` params: the request without its live parts, and the parent's facts. */
+/** `subagent/start` params: the request without its live parts, and the parent as the host shows it. */
 export interface SubagentStartParams {
   request: Record<string, unknown>
-  parentSessionId: string
-  parentOrigin?: 'subagent'
-  parentDepth: number
-  parentPreset?: string
-  parentRoute: { provider?: string, model?: string }
-  parentEvents: Array<{ type: string, data: unknown }>
+  parent: {
+    sessionId: string
+    origin?: string
+    delegationDepth?: number
+    subagentDepth?: number
+    agentPreset?: string
+    route: { provider?: string, model?: string }
+    events: Array<{ type: string, data: unknown }>
+  }
   signalAborted: boolean
 }
 
