@@ -127,7 +127,8 @@ class ExecuteDecision(_Closed):
     """``next``: run the real body; ``serve``: return ``result`` without it; ``refuse``: fail closed.
 
     On ``serve`` the shim defers ``deferContexts`` first, and returns ``cancellation`` instead
-    of ``result`` when the caller's signal is already aborted.
+    of ``result`` when the caller's signal is already aborted. ``post: false`` tells the shim
+    that this call's ``tools/post-execute`` needs no round trip (it accepts without asking).
     """
 
     action: Literal["next", "serve", "refuse"]
@@ -136,6 +137,7 @@ class ExecuteDecision(_Closed):
     cancellation: msgspec.Raw | None = None
     code: str = ""
     message: str = ""
+    post: bool = True
 
 
 class PostExecuteParams(_Closed):

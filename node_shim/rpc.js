@@ -13,6 +13,12 @@
 /** Longest line either side accepts, in UTF-8 bytes without the newline (the sidecar's cap too). */
 export const MAX_LINE = 64 * 1024 * 1024
 
+/**
+ * Longest a notification waits for a request to carry it (ms). Notifications need no answer,
+ * so they leave with the next request's write instead of waking the sidecar on their own.
+ */
+export const NOTIFY_DELAY_MS = 10
+
 const NEWLINE = 0x0a
 // A UTF-16 code unit is at most 3 UTF-8 bytes: shorter strings cannot exceed the cap.
 const SURELY_UNDER_CAP = Math.floor(MAX_LINE / 3)
@@ -71,6 +77,10 @@ export class Rpc {
     this.dead = undefined
     /** set once shutdown starts, so the exit that follows is not reported as a death */
     this.closing = false
+    /** notification lines waiting for the next write */
+    this.queued = ''
+    /** @type {NodeJS.Timeout | undefined} */
+    this.flushTimer = undefined
     /** @type {Buffer[]} the start of a line whose newline has not arrived yet */
     let held = []
     let heldSize = 0
@@ -146,10 +156,21 @@ export class Rpc {
     return text + '\n'
   }
 
-  /** @param {string} line */
+  /** Write `line` after the queued notifications, in one write. @param {string} line */
   send(line) {
     if (this.dead !== undefined) return
+    if (this.queued !== '') {
+      line = this.queued + line
+      this.queued = ''
+      clearTimeout(this.flushTimer)
+      this.flushTimer = undefined
+    }
     this.output.write(line)
+  }
+
+  /** Write the queued notifications now. */
+  flush() {
+    if (this.queued !== '') this.send('')
   }
 
   /**
@@ -189,8 +210,9 @@ export class Rpc {
   }
 
   /**
-   * Send a notification. One over the cap is not sent: nothing can answer it, so the host's
-   * stderr says so, once per message.
+   * Queue a notification, serialized now: it leaves with the next request, or after
+   * NOTIFY_DELAY_MS. One over the cap is not sent: nothing can answer it, so the host's stderr
+   * says so, once per message.
    * @template {keyof Notifications} N
    * @param {N} method @param {Notifications[N]} params
    */
@@ -201,13 +223,20 @@ export class Rpc {
       process.stderr.write(`dsh-sidecar: ${line.message}\n`)
       return
     }
-    this.send(line)
+    this.queued += line
+    if (this.flushTimer === undefined) {
+      this.flushTimer = setTimeout(() => { this.flushTimer = undefined; this.flush() }, NOTIFY_DELAY_MS)
+      // Queued notifications alone do not keep the host alive: `shutdown` (a request) carries them.
+      this.flushTimer.unref()
+    }
   }
 
   /** Fail every pending and future call closed. @param {Error} error */
   fail(error) {
     if (this.dead !== undefined) return
     this.dead = error
+    clearTimeout(this.flushTimer)
+    this.queued = ''
     for (const waiter of this.pending.values()) waiter.reject(error)
     this.pending.clear()
   }

@@ -4,7 +4,7 @@
  * The structural call path is stamped here, synchronously at entry; Python decides the rest.
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { codeOf, messageOf, plain } from './rpc.js'
+import { codeOf, messageOf } from './rpc.js'
 
 /**
  * @typedef {import('./rpc.js').Rpc} Rpc
@@ -29,6 +29,8 @@ export function installToolHooks(ctx, rpc) {
   const tokenPath = new WeakMap()
   /** @type {WeakMap<ToolExecutionToken, string>} */
   const tokenHandle = new WeakMap()
+  /** calls whose post-execute Python said it does not need (`post: false`) @type {WeakSet<ToolExecutionToken>} */
+  const noPost = new WeakSet()
   /** @type {Map<string, number>} */
   const children = new Map()
   let roots = 0
@@ -63,6 +65,7 @@ export function installToolHooks(ctx, rpc) {
         if (exec.signal.aborted) return failure('ABORTED', 'tool call aborted')
         return failure(codeOf(error) ?? 'SIDECAR_UNAVAILABLE', messageOf(error))
       }
+      if (decision.post === false) noPost.add(exec.token)
       if (decision.action === 'next') return next()
       if (decision.action === 'refuse') return failure(decision.code, decision.message)
       for (const context of decision.deferContexts ?? []) exec.deferContext(context)
@@ -71,10 +74,11 @@ export function installToolHooks(ctx, rpc) {
   }, { prepend: true })
 
   ctx.on('tools/post-execute', async (exec, result, next) => {
+    if (noPost.has(exec.token)) return next()
     let decision
     try {
       decision = await rpc.request('tools/post-execute', {
-        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result: plain(result),
+        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result,
       })
     } catch (error) {
       decision = { action: 'refuse', message: messageOf(error) }
@@ -83,9 +87,10 @@ export function installToolHooks(ctx, rpc) {
     return next()
   }, { prepend: true })
 
+  // Results are serialized as they are sent, so the wire carries a snapshot without a copy here.
   ctx.on('tools/result', (exec, result) => {
     rpc.notify('tools/result', {
-      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result: plain(result),
+      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result,
     })
   })
 }

@@ -48,11 +48,14 @@ export interface ShutdownResult {
   notes?: string[]
 }
 
-/** The `tools/execute` answer (fields equal to their default are omitted on the wire). */
-export type ExecuteDecision =
+/**
+ * The `tools/execute` answer (fields equal to their default are omitted on the wire);
+ * `post: false`: the call's `tools/post-execute` accepts without a round trip.
+ */
+export type ExecuteDecision = { post?: boolean } & (
   | { action: 'next' }
   | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult }
-  | { action: 'refuse', code: string, message: string }
+  | { action: 'refuse', code: string, message: string })
 
 /** The `tools/post-execute` answer. */
 export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', message: string }
@@ -119,8 +122,8 @@ export interface RunTiming {
   disposeCalledAtMs?: number
 }
 
-/** A tool result as it travels on the wire (a JSON snapshot of the host's). */
-export type WireResult = ToolExecutionResult
+/** A tool result as it travels on the wire (serialized as it is sent). */
+export type WireResult = Readonly<ToolExecutionResult>
 
 /** Every request the shim sends: its params and the sidecar's result. */
 export interface Methods {

@@ -1,8 +1,8 @@
 // node --test: the shim's JSON-RPC client, against in-memory streams.
 import assert from 'node:assert/strict'
-import { PassThrough } from 'node:stream'
+import { PassThrough, Writable } from 'node:stream'
 import { test } from 'node:test'
-import { MAX_LINE, Rpc, SidecarUnavailable } from '../../node_shim/rpc.js'
+import { MAX_LINE, NOTIFY_DELAY_MS, Rpc, SidecarUnavailable } from '../../node_shim/rpc.js'
 
 function pair() {
   const toPython = new PassThrough()
@@ -114,8 +114,50 @@ test('a notification over the cap is not sent and says so on stderr once', async
     process.stderr.write = write
   }
   rpc.notify('tools/result', { result: 'small' })
+  rpc.flush()
   await new Promise((done) => setImmediate(done))
   assert.equal(lines.length, 1)
   assert.match(lines[0], /^dsh-sidecar: MESSAGE_TOO_LARGE: tools\/result is \d+ bytes .* over the 67108864-byte cap/)
   assert.deepEqual(sent.map((m) => m.params.result), ['small'])
+})
+
+/** An Rpc whose output records each write() call as it is made. */
+function writes() {
+  const chunks = []
+  const output = new Writable({ write(chunk, _encoding, done) { chunks.push(String(chunk)); done() } })
+  const fromPython = new PassThrough()
+  return { rpc: new Rpc(output, fromPython), chunks, fromPython }
+}
+
+test('notifications ride with the next request, in order, in one write', async () => {
+  const { rpc, chunks } = writes()
+  rpc.notify('tools/result', { handle: 'h1' })
+  rpc.notify('session/turn', { turn: 1 })
+  rpc.request('llm/stream', { sessionId: 's' })
+  await new Promise((done) => setImmediate(done))
+  assert.equal(chunks.length, 1)
+  assert.deepEqual(chunks[0].trimEnd().split('\n').map((l) => JSON.parse(l).method), ['tools/result', 'session/turn', 'llm/stream'])
+})
+
+test('a notification alone leaves after NOTIFY_DELAY_MS', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  const { rpc, chunks } = writes()
+  rpc.notify('mock/session-end', { sessionId: 's' })
+  t.mock.timers.tick(NOTIFY_DELAY_MS - 1)
+  await new Promise((done) => setImmediate(done))
+  assert.equal(chunks.length, 0)
+  t.mock.timers.tick(1)
+  await new Promise((done) => setImmediate(done))
+  assert.deepEqual(chunks.map((c) => JSON.parse(c).method), ['mock/session-end'])
+})
+
+test('a dead connection drops queued notifications', async (t) => {
+  t.mock.timers.enable({ apis: ['setTimeout'] })
+  const { rpc, chunks } = writes()
+  rpc.notify('mock/session-end', { sessionId: 's' })
+  rpc.fail(new SidecarUnavailable('gone'))
+  rpc.flush()
+  t.mock.timers.tick(NOTIFY_DELAY_MS)
+  await new Promise((done) => setImmediate(done))
+  assert.deepEqual(chunks, [])
 })
