@@ -63,9 +63,9 @@ async function startSidecar(config) {
   const child = spawn(argv[0], argv.slice(1), {
     cwd: process.cwd(),
     stdio: ['pipe', 'pipe', 'inherit'],
-    // Bytecode caching stays on even where the environment turns it off: without it every
-    // sidecar start recompiles bridge/ and python_core/, and DSH boot waits for the handshake.
-    env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '' },
+    // The environment is the user's, PYTHONDONTWRITEBYTECODE included: `dsh-sidecar install`
+    // compiled the sidecar's bytecode, so a start does not recompile it either way.
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
   })
   const rpc = new Rpc(child.stdin, child.stdout)
   /** @type {Promise<Exit>} */
