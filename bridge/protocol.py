@@ -106,11 +106,15 @@ class ShutdownParams(_Closed):
 
 
 class ShutdownResult(_Closed):
-    """Exit status for the DSH process, the structural errors and the summary notes to print."""
+    """Exit status for the DSH process, the structural errors and the summary notes to print.
+
+    ``fixes`` are the errors' hints, each once, printed after the errors as ``fix: <hint>``.
+    """
 
     exitCode: int
     errors: list[str]
     notes: list[str] = msgspec.field(default_factory=list)
+    fixes: list[str] = msgspec.field(default_factory=list)
 
 
 class ExecuteParams(_Closed):

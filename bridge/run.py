@@ -246,12 +246,16 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         for summary in (self.tool_cassette, self.subagent_cassette, self.model_cassette):
             if summary is not None:
                 lines.append("  " + _summary_line(summary))
+        cassettes = (self.tool_cassette, self.subagent_cassette, self.model_cassette)
+        rerecord_line = bool(rerecord) and any(s is not None and s.mode == "replay" for s in cassettes)
         tail = _stderr_tail(self.stderr, known=[e.message for e in self.errors])
+        if rerecord_line:
+            # The caller's own re-record command replaces the sidecar's generic one.
+            tail = [line for line in tail if not (line.startswith("fix: ") and "re-record" in line)]
         if tail:
             lines.append("  stderr (last lines):")
             lines += [f"    {line}" for line in tail]
-        cassettes = (self.tool_cassette, self.subagent_cassette, self.model_cassette)
-        if rerecord and any(s is not None and s.mode == "replay" for s in cassettes):
+        if rerecord_line:
             lines.append(f"  to re-record: {rerecord}")
         return "\n".join(lines)
 

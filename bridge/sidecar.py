@@ -154,7 +154,11 @@ class Sidecar:
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
-        result = ShutdownResult(exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes)
+        # Several errors often share one fix (a mismatch and the records it left unconsumed).
+        fixes = list(dict.fromkeys(e.hint for e in errors if e.hint))
+        result = ShutdownResult(
+            exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+        )
         if self.config is not None and self.config.report is not None:
             write_report(self.config.report, self._report(errors, result))
         return result

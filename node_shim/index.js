@@ -138,6 +138,7 @@ export async function apply(ctx, config) {
       await started.exited
       clearTimeout(timer)
       for (const line of [...status.notes ?? [], ...status.errors]) process.stderr.write(`dsh-sidecar: ${line}\n`)
+      for (const hint of status.fixes ?? []) process.stderr.write(`dsh-sidecar: fix: ${hint}\n`)
       if (status.exitCode !== 0) {
         process.once('exit', () => { process.exitCode = Math.max(Number(process.exitCode ?? 0), status.exitCode) })
       }

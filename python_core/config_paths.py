@@ -3,7 +3,7 @@
 Rule: every path a feature will open is checked here before any file is created: no NUL byte
 (the OS would refuse it later as an ``INTERNAL`` error), no directory where a file goes, an
 existing directory to write into, an existing regular file to replay from. Messages name the
-field and the fix, never the path (it may be absolute).
+field and the file's base name, never its directory (it may be absolute); the hint says the fix.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import stat
 from typing import Literal
 
 from python_core.errors import ConfigError
+from python_core.files import display_name
 
 __all__ = ["check_nul", "check_path"]
 
@@ -37,7 +38,7 @@ def check_path(field: str, path: str, use: Use) -> None:
     existing regular file (symlinks followed).
 
     Raises:
-        ConfigError: names ``field`` and the fix.
+        ConfigError: names ``field`` and the file; its hint is the fix.
     """
     check_nul(field, path)
     try:
@@ -50,19 +51,33 @@ def check_path(field: str, path: str, use: Use) -> None:
         mode = None
     except OSError as exc:
         raise ConfigError(field, f"cannot be checked ({_errno(exc)}); fix the path") from None
+    name = display_name(path)
     if mode is not None and stat.S_ISDIR(mode):
-        raise ConfigError(field, "is a directory; name a file inside it")
+        raise ConfigError(field, f"{name} is a directory",
+                          hint=f"name a file inside it ({field}: {name}/<name>) or fix the path")
     if use == "read":
         if mode is None:
             if os.path.lexists(path):
-                raise ConfigError(field, "is a dangling or looping symlink; fix the path")
-            raise ConfigError(field, "no such file; record it first (mode: record) or fix the path")
+                raise ConfigError(field, f"{name} is a dangling or looping symlink",
+                                  hint=f"point {field} at the cassette file itself")
+            raise ConfigError(field, f"{name} does not exist (replay reads it)", hint=_record_first(field))
         if not stat.S_ISREG(mode):
-            raise ConfigError(field, "is not a regular file; name a cassette file")
+            raise ConfigError(field, f"{name} is not a regular file",
+                              hint=f"point {field} at a cassette file (not a FIFO, device or socket)")
         return
     parent = os.path.dirname(path) or "."
     if not os.path.isdir(parent):
-        raise ConfigError(field, "its directory does not exist; create it or fix the path")
+        raise ConfigError(field, f"the directory of {name} does not exist",
+                          hint="create the directory (mkdir -p) or fix the path")
+
+
+def _record_first(field: str) -> str:
+    """The fix for a replay of a file that was never recorded."""
+    section = field.partition(".")[0]
+    return (
+        f"record it first: run the same task once with {section}.mode: record, then replay; "
+        "or fix the path"
+    )
 
 
 def _errno(exc: OSError) -> str:

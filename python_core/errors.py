@@ -62,10 +62,13 @@ class ConfigError(SidecarError):
     exit_code = 2
     hint = "correct that key in the `sidecar` row's config (your profile's cordis.patch.yml or the --patch file)"
 
-    def __init__(self, field: str, reason: str) -> None:
+    def __init__(self, field: str, reason: str, *, hint: str | None = None) -> None:
         super().__init__(f"{field}: {reason}")
         self.field = field
         self.reason = reason
+        if hint is not None:
+            # A fix more precise than "correct that key" (e.g. a path: record it, create it).
+            self.hint = hint
 
 
 class CanonicalJsonError(SidecarError):

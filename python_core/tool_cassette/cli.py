@@ -1,20 +1,27 @@
-"""``dsh-tool-cassette``: verify and inspect cassette files.
+"""``dsh-tool-cassette``: verify, inspect and diff cassette files.
 
-Rule: parse, call the store, print. Exit codes (one policy for every dsh-sidecar CLI): 0 valid;
-1 invalid or unreadable (``CASSETTE_INVALID``, ``CASSETTE_IO``); 2 usage (click). Output names
-structural facts only (line, frame kind, ordinal, tool, counts), never file content or the
-absolute path.
+Rule: parse, call the store, print. Exit codes (one policy for every dsh-sidecar CLI): 0 valid
+or equivalent; 1 invalid or unreadable (``CASSETTE_INVALID``, ``CASSETTE_IO``); 2 different
+(``diff``, a drift gate like ``diff(1)``'s non-zero) and usage errors (click). Output names
+structural facts only (line, frame kind, ordinal, tool, path, fingerprints, JSON pointers,
+counts), never file content or the absolute path.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any, NoReturn
 
 import click
+import msgspec
 
-from python_core.errors import SidecarError
+from python_core.errors import SidecarError, printable
+from python_core.json_pointers import describe
+from python_core.tool_cassette.calls import CallSummary, summarize
+from python_core.tool_cassette.diff import CallChange, DiffReport, FieldChange, diff_cassettes, outcome_label
+from python_core.tool_cassette.errors import fingerprint
 from python_core.tool_cassette.format import PROTOCOL
-from python_core.tool_cassette.store import VerifyReport, verify_file
+from python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["main"]
 
@@ -23,14 +30,32 @@ _CONSUMPTION = (
     "and ordinal; consumption lives in the replaying process only and the file is never "
     "modified"
 )
+EXIT_DIFFERENT = 2
+
+
+def _fail(error: SidecarError, label: str = "") -> NoReturn:
+    """Print a named error on stderr (prefixed with which file) and exit with its code."""
+    click.echo(f"{label}{error}", err=True)
+    raise SystemExit(error.exit_code)
 
 
 def _report_or_exit(file: str) -> VerifyReport:
     try:
         return verify_file(file)
     except SidecarError as error:
-        click.echo(str(error), err=True)
-        raise SystemExit(error.exit_code) from None
+        _fail(error)
+
+
+def _load_or_exit(file: str, label: str = "") -> Cassette:
+    try:
+        return load(file)
+    except SidecarError as error:
+        _fail(error, label)
+
+
+def _json(value: Any) -> str:
+    """ASCII-only sorted JSON: no control or separator character is printed raw."""
+    return json.dumps(msgspec.to_builtins(value), ensure_ascii=True, sort_keys=True)
 
 
 def _summary(report: VerifyReport) -> str:
@@ -42,7 +67,7 @@ def _summary(report: VerifyReport) -> str:
 
 @click.group()
 def main() -> None:
-    """Verify and inspect dsh tool cassettes."""
+    """Verify, inspect and diff dsh tool cassettes."""
 
 
 @main.command()
@@ -56,15 +81,28 @@ def verify(file: str) -> None:
     click.echo(f"valid: {_summary(report)}")
 
 
+def _table(calls: list[CallSummary]) -> list[str]:
+    """One row per call: ordinal, tool, path, argument fingerprint, outcome label."""
+    rows = [("ordinal", "tool", "path", "args", "outcome")] + [
+        (str(c.ordinal), printable(c.tool), printable(c.path), fingerprint(c.argsDigest), outcome_label(c))
+        for c in calls
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4]
+            for row in rows]
+
+
 @main.command()
 @click.argument("file")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def inspect(file: str, as_json: bool) -> None:
-    """Show protocol version, tools, calls, integrity and consumption notes of FILE."""
+    """Show protocol version, tools, integrity and every call (ordinal, tool, path,
+    argument fingerprint, outcome kind) of FILE."""
     report = _report_or_exit(file)
     integrity = "valid" if report.error is None else str(report.error)
+    calls = [] if report.error is not None else summarize(_load_or_exit(file))
     if as_json:
-        click.echo(json.dumps({
+        click.echo(_json({
             "protocol": PROTOCOL,
             "version": report.version,
             "calls": report.calls,
@@ -73,14 +111,67 @@ def inspect(file: str, as_json: bool) -> None:
             "valid": report.error is None,
             "integrity": integrity,
             "consumption": _CONSUMPTION,
-        }, sort_keys=True))
+            "records": calls,
+        }))
     else:
         click.echo(f"protocol: {PROTOCOL} v{report.version if report.version else '?'}")
         click.echo(f"calls: {report.calls}")
         click.echo(f"tools: {len(report.tools)}")
         for tool, count in report.tools.items():
-            click.echo(f"  {tool}: {count}")
+            click.echo(f"  {printable(tool)}: {count}")
         click.echo(f"integrity: {integrity}")
         click.echo(f"consumption: {_CONSUMPTION}")
+        if calls:
+            click.echo("records:")
+            for line in _table(calls):
+                click.echo(line.rstrip())
     if report.error is not None:
         raise SystemExit(1)
+
+
+def _field_line(change: FieldChange) -> str:
+    if change.field in ("tool", "path"):
+        before, after = printable(change.before), printable(change.after)
+    elif change.before.startswith("sha256:"):
+        before, after = fingerprint(change.before), fingerprint(change.after)
+    else:
+        before, after = change.before, change.after
+    where = describe(list(change.pointers))
+    return f"{change.field} {before} -> {after}" + (f": {where}" if where else "")
+
+
+def _change_lines(change: CallChange) -> list[str]:
+    marker = {"added": "+", "removed": "-", "changed": "~"}[change.kind]
+    head = f"  {marker} #{change.ordinal} {printable(change.tool)} at {printable(change.path)}"
+    if change.kind != "changed":
+        return [f"{head} ({'only in B' if change.kind == 'added' else 'only in A'})"]
+    return [head] + [f"      {_field_line(field)}" for field in change.fields]
+
+
+def _print_diff(report: DiffReport) -> None:
+    counts = {kind: sum(1 for c in report.changes if c.kind == kind) for kind in ("changed", "added", "removed")}
+    verdict = "equivalent" if report.equivalent else "different"
+    click.echo(
+        f"{verdict}: {report.callsA} -> {report.callsB} calls, {report.unchanged} unchanged, "
+        f"{counts['changed']} changed, {counts['added']} added, {counts['removed']} removed"
+    )
+    if report.includeDiffers:
+        click.echo("  ! include differs (replay with one file's include refuses the other)")
+    for change in report.changes:
+        for line in _change_lines(change):
+            click.echo(line)
+
+
+@main.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
+def diff(a: str, b: str, as_json: bool) -> None:
+    """Compare A and B record by record: exit 0 equivalent, 2 different, 1 unreadable or invalid."""
+    report = diff_cassettes(_load_or_exit(a, "A: "), _load_or_exit(b, "B: "))
+    if as_json:
+        click.echo(_json(report))
+    else:
+        _print_diff(report)
+    if not report.equivalent:
+        raise SystemExit(EXIT_DIFFERENT)

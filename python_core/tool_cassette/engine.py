@@ -20,6 +20,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from python_core.canonical import digest_bytes
 from python_core.errors import CanonicalJsonError, SidecarError
+from python_core.json_pointers import describe, differing_pointers
 from python_core.tool_cassette.config import ToolCassetteConfig
 from python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
@@ -322,11 +323,14 @@ class ToolCassetteSession(abc.ABC):
             CassetteExists: record mode and the file or its ``.partial`` exists.
             CassetteInvalid: replay mode and the file fails verification.
             IncludeDiffers: replay mode and ``include`` differs from the recording's.
-            CassetteIOError: the file cannot be created or read.
+            CassetteIOError: the file cannot be created or read (names the field and the fix).
         """
-        if config.mode == "record":
-            return RecordSession.start(config)
-        return ReplaySession.start(config)
+        try:
+            if config.mode == "record":
+                return RecordSession.start(config)
+            return ReplaySession.start(config)
+        except CassetteIOError as error:
+            raise error.at_open(config.mode) from None
 
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` goes through the cassette."""
@@ -566,6 +570,7 @@ class ReplaySession(ToolCassetteSession):
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
         self._consumed = 0
+        self._name = os.path.basename(config.file)
 
     @classmethod
     def start(cls, config: ToolCassetteConfig) -> ReplaySession:
@@ -596,21 +601,26 @@ class ReplaySession(ToolCassetteSession):
         ordinal = self._ordinals
         self._ordinals += 1
         if ordinal >= len(self._records):
-            return self._refuse(
-                event, ExtraCall(event.tool, event.path, ordinal, len(self._records))
-            )
+            return self._refuse(event, ExtraCall(
+                event.tool, event.path, ordinal, len(self._records), cassette=self._name
+            ))
         record = self._records[ordinal]
         mismatch = None
+        pointers = ""
         if event.tool != record.tool:
             mismatch = ("tool", event.tool, record.tool)
         elif event.path != record.path:
             mismatch = ("path", event.path, record.path)
         elif args != record.args:
             mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
+            pointers = describe(differing_pointers(
+                msgspec.json.decode(record.args), msgspec.json.decode(args)
+            ))
         if mismatch is not None:
             field, actual, recorded = mismatch
             return self._refuse(event, CassetteMismatch(
-                event.tool, event.path, ordinal, field, actual, recorded
+                event.tool, event.path, ordinal, field, actual, recorded, cassette=self._name,
+                pointers=pointers,
             ))
         self._consumed += 1
         call = _Call(phase, event.tool, event.path, ordinal)
@@ -666,7 +676,9 @@ class ReplaySession(ToolCassetteSession):
         remaining = len(self._records) - self._consumed
         if remaining:
             first = self._records[self._consumed]
-            errors.append(UnconsumedRecords(remaining, first.ordinal, first.tool, first.path))
+            errors.append(UnconsumedRecords(
+                remaining, first.ordinal, first.tool, first.path, cassette=self._name
+            ))
         self.state = SessionState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics())
 

@@ -7,7 +7,7 @@ absolute paths never reach an error.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError
+from python_core.errors import SidecarError, printable
 
 __all__ = [
     "ArgumentsUnreadable",
@@ -26,12 +26,24 @@ __all__ = [
     "UnsupportedConcludesTurn",
     "ValueRejected",
     "fingerprint",
+    "rerecord_hint",
 ]
 
 
 def fingerprint(digest: str) -> str:
     """Return the short display form ``sha256:<12 hex>…`` of a ``sha256:`` digest."""
     return digest[:19] + "…"
+
+
+_SECTION = "toolCassette"
+
+
+def rerecord_hint(name: str) -> str:
+    """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
+    return (
+        f"if the new calls are intended, re-record: delete {printable(name)} and run the same task with "
+        f'{_SECTION}.mode: record (run API and pytest: record_mode "all")'
+    )
 
 
 def _call(tool: str, path: str, ordinal: int | None) -> str:
@@ -42,16 +54,21 @@ def _call(tool: str, path: str, ordinal: int | None) -> str:
 
 
 class CassetteMismatch(SidecarError):
-    """A replayed call differs from the record at its ordinal; ``field`` says which identity."""
+    """A replayed call differs from the record at its ordinal; ``field`` says which identity.
+
+    For ``args``, ``pointers`` names where the arguments differ (kinds and JSON pointers).
+    """
 
     code = "CASSETTE_MISMATCH"
 
     def __init__(
-        self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str
+        self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str, *,
+        cassette: str, pointers: str = "",
     ) -> None:
         if field == "args":
             detail = (
                 f"args {fingerprint(actual)} differ from recorded {fingerprint(recorded)}"
+                + (f": {pointers}" if pointers else "")
             )
         else:
             detail = f"{field} differs from recorded {recorded}"
@@ -62,6 +79,8 @@ class CassetteMismatch(SidecarError):
         self.field = field
         self.actual = actual
         self.recorded = recorded
+        self.pointers = pointers
+        self.hint = rerecord_hint(cassette)
 
 
 class ExtraCall(SidecarError):
@@ -69,10 +88,13 @@ class ExtraCall(SidecarError):
 
     code = "CASSETTE_EXTRA_CALL"
 
-    def __init__(self, tool: str, path: str, ordinal: int, recorded_calls: int) -> None:
+    def __init__(
+        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str
+    ) -> None:
         super().__init__(
             f"{_call(tool, path, ordinal)}: extra call, the cassette holds {recorded_calls} calls"
         )
+        self.hint = rerecord_hint(cassette)
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -99,10 +121,11 @@ class UnconsumedRecords(SidecarError):
 
     code = "CASSETTE_UNCONSUMED"
 
-    def __init__(self, count: int, ordinal: int, tool: str, path: str) -> None:
+    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str) -> None:
         super().__init__(
             f"{count} recorded calls not consumed, first {_call(tool, path, ordinal)}"
         )
+        self.hint = rerecord_hint(cassette)
         self.count = count
         self.ordinal = ordinal
         self.tool = tool
@@ -223,16 +246,45 @@ class CassetteExists(SidecarError):
         self.name = name
 
 
+FILE_FIELD = f"{_SECTION}.file"
+
+
 class CassetteIOError(SidecarError):
-    """The cassette file could not be read, written or published."""
+    """The cassette file could not be read, written or published.
+
+    Raised while a session opens, it names the row field too (``toolCassette.file: cannot …``)
+    and carries the fix (see ``at_open``).
+    """
 
     code = "CASSETTE_IO"
 
-    def __init__(self, operation: str, name: str, errno_name: str) -> None:
-        super().__init__(f"cannot {operation} {name}: {errno_name}")
+    def __init__(
+        self, operation: str, name: str, errno_name: str, *, field: str | None = None,
+        hint: str = "",
+    ) -> None:
+        where = "" if field is None else f"{field}: "
+        super().__init__(f"{where}cannot {operation} {name}: {errno_name}")
         self.operation = operation
         self.name = name
         self.errno_name = errno_name
+        self.field = field
+        self.hint = hint
+
+    def at_open(self, mode: str) -> CassetteIOError:
+        """This failure as met when a ``mode`` session opens: with the field and the fix."""
+        if mode == "replay" and self.errno_name == "no such file":
+            hint = (
+                f"record it first: run the same task once with {_SECTION}.mode: record, then "
+                "replay; or fix the path"
+            )
+        elif self.errno_name == "is a directory":
+            hint = f"name a file inside it ({FILE_FIELD}: {printable(self.name)}/<name>) or fix the path"
+        else:
+            what = "a readable file" if mode == "replay" else "a file in a writable directory"
+            hint = f"point {FILE_FIELD} at {what}"
+        return CassetteIOError(
+            self.operation, self.name, self.errno_name, field=FILE_FIELD, hint=hint
+        )
 
 
 class IncludeDiffers(SidecarError):

@@ -15,9 +15,13 @@ TOOL = {"mode": "record", "file": "c.ndjson", "include": ["echo"]}
 
 
 def refusal(raw: dict[str, Any], cwd: Path | str) -> str:
+    return str(refused(raw, cwd))
+
+
+def refused(raw: dict[str, Any], cwd: Path | str) -> ConfigError:
     with pytest.raises(ConfigError) as info:
         parse_sidecar_config(raw, cwd=str(cwd))
-    return str(info.value)
+    return info.value
 
 
 @pytest.mark.parametrize("section", ["toolCassette", "mock", "subagentCassette", "trace", "python"])
@@ -55,9 +59,10 @@ def test_a_nul_byte_in_the_cwd_is_refused_by_name() -> None:
 def test_a_file_to_write_in_a_missing_directory_is_refused_by_name(
     section: dict[str, Any], field: str, tmp_path: Path,
 ) -> None:
-    assert refusal(section, tmp_path) == (
-        f"INVALID_CONFIG: {field}: its directory does not exist; create it or fix the path"
-    )
+    error = refused(section, tmp_path)
+    name = os.path.basename(section.get("trace") or next(iter(section.values()))["file"])
+    assert str(error) == f"INVALID_CONFIG: {field}: the directory of {name} does not exist"
+    assert error.hint == "create the directory (mkdir -p) or fix the path"
 
 
 @pytest.mark.parametrize(("section", "field"), [
@@ -70,7 +75,9 @@ def test_a_directory_where_a_file_goes_is_refused_by_name(
     section: dict[str, Any], field: str, tmp_path: Path,
 ) -> None:
     (tmp_path / "d").mkdir()
-    assert refusal(section, tmp_path) == f"INVALID_CONFIG: {field}: is a directory; name a file inside it"
+    error = refused(section, tmp_path)
+    assert str(error) == f"INVALID_CONFIG: {field}: d is a directory"
+    assert error.hint == f"name a file inside it ({field}: d/<name>) or fix the path"
 
 
 @pytest.mark.parametrize(("section", "field"), [
@@ -78,8 +85,12 @@ def test_a_directory_where_a_file_goes_is_refused_by_name(
     ({"subagentCassette": {"mode": "replay", "file": "absent"}}, "subagentCassette.file"),
 ])
 def test_replaying_a_missing_file_is_refused_by_name(section: dict[str, Any], field: str, tmp_path: Path) -> None:
-    assert refusal(section, tmp_path) == (
-        f"INVALID_CONFIG: {field}: no such file; record it first (mode: record) or fix the path"
+    error = refused(section, tmp_path)
+    assert str(error) == f"INVALID_CONFIG: {field}: absent does not exist (replay reads it)"
+    section_name = field.partition(".")[0]
+    assert error.hint == (
+        f"record it first: run the same task once with {section_name}.mode: record, then replay; "
+        "or fix the path"
     )
 
 
@@ -88,7 +99,7 @@ def test_replaying_a_fifo_or_a_looping_symlink_is_refused_by_name(tmp_path: Path
     os.symlink("loop", tmp_path / "loop")
     replay = {**TOOL, "mode": "replay"}
     assert refusal({"toolCassette": {**replay, "file": "fifo"}}, tmp_path) == (
-        "INVALID_CONFIG: toolCassette.file: is not a regular file; name a cassette file"
+        "INVALID_CONFIG: toolCassette.file: fifo is not a regular file"
     )
     assert refusal({"toolCassette": {**replay, "file": "loop"}}, tmp_path).startswith(
         "INVALID_CONFIG: toolCassette.file: "

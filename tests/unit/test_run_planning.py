@@ -114,6 +114,7 @@ def test_explain_shows_named_errors_once_and_drops_stacks_and_repeats() -> None:
         "dsh-sidecar: TOOL_FAILED: echo failed", "dsh: TOOL_FAILED: echo failed",
         "Error: boom", "    at foo (file.js:1:1)", "Node.js v24.19.0",
         "dsh-sidecar: tool cassette replay: 1 selected calls",
+        'dsh-sidecar: fix: if the new calls are intended, re-record: delete c.ndjson and run the same task',
     ])
     summary = CassetteSummary(kind="tool", file="c.ndjson", record_mode="none", mode="replay", selected=1,
                               poisoned=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
 
+from python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession
 from python_core.tool_cassette.cli import main
 
 
@@ -78,3 +80,56 @@ def test_inspect_of_an_invalid_file_exits_one(make_cassette: Any) -> None:
     assert json.loads(result.output)["integrity"] == (
         "CASSETTE_INVALID: line 8: truncated line (no newline)"
     )
+
+
+def test_inspect_lists_every_record_by_ordinal_tool_path_fingerprint_and_outcome(
+    make_cassette: Any, kit: Any, tmp_path: Path,
+) -> None:
+    path = make_cassette([
+        *kit.DEFAULT_CALLS,
+        kit.Call(path="root/3", outcome=kit.fail(code=None)),
+    ])
+    result = run("inspect", str(path))
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    table = lines[lines.index("records:") + 1:]
+    assert table[0] == "  ordinal  tool            path    args                  outcome"
+    rows = [re.sub(r"sha256:[0-9a-f]{12}…", "FP", row) for row in table[1:]]
+    assert rows == [
+        "  0        weather_lookup  root/0  FP  value",
+        "  1        weather_lookup  root/1  FP  error E_FIRE",
+        "  2        mcp_fs_read     root/2  FP  value +1 contexts",
+        "  3        weather_lookup  root/3  FP  error",
+    ]
+    assert kit.SECRET not in result.output and str(tmp_path) not in result.output
+
+
+def test_inspect_json_lists_records_with_full_digests(make_cassette: Any, kit: Any) -> None:
+    result = run("inspect", "--json", str(make_cassette()))
+    records = json.loads(result.output)["records"]
+    assert [(r["ordinal"], r["tool"], r["path"], r["outcome"], r["code"], r["contexts"]) for r in records] == [
+        (0, "weather_lookup", "root/0", "value", None, 0),
+        (1, "weather_lookup", "root/1", "error", "E_FIRE", 0),
+        (2, "mcp_fs_read", "root/2", "value", None, 1),
+    ]
+    assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", r["argsDigest"]) for r in records)
+    assert len({r["outcomeDigest"] for r in records}) == 3
+    assert kit.SECRET not in result.output
+
+
+def test_inspect_names_a_call_cancelled_after_it_returned(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    session.on_execute(ExecuteEvent("h", "root/0", "weather_lookup", b"{}"))
+    session.on_post_execute(PostEvent("h", "root/0", "weather_lookup", kit.ok()))
+    session.on_result(ResultEvent("h", "root/0", "weather_lookup", kit.abort()))
+    assert session.close().errors == ()
+    records = json.loads(run("inspect", "--json", session.config.file).output)["records"]
+    assert [(r["outcome"], r["code"]) for r in records] == [("cancelled", "ABORTED")]
+
+
+def test_inspect_of_an_invalid_file_lists_no_records(make_cassette: Any) -> None:
+    path = make_cassette()
+    path.write_bytes(path.read_bytes()[:-1])
+    result = run("inspect", str(path))
+    assert result.exit_code == 1
+    assert "records:" not in result.output

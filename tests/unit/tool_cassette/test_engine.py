@@ -21,6 +21,7 @@ from python_core.tool_cassette import (
 from python_core.tool_cassette.errors import (
     CassetteExists,
     CassetteInvalid,
+    CassetteIOError,
     IllegalEvent,
     IncludeDiffers,
 )
@@ -91,8 +92,39 @@ def test_replay_mismatch_on_array_order_names_the_args_fingerprints(
     assert isinstance(decision, Refuse)
     assert str(decision.error) == (
         "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0: "
-        "args sha256:e7c5cb64990b… differ from recorded sha256:6dc752f94525…"
+        "args sha256:e7c5cb64990b… differ from recorded sha256:6dc752f94525…: "
+        "changed /days/0, changed /days/1"
     )
+
+
+def test_replay_mismatch_names_pointers_added_removed_and_changed_never_values(
+    make_cassette: Any, make_config: Any, kit: Any
+) -> None:
+    make_cassette([kit.Call(args=b'{"a":{"b":"s3cret-old","c":1},"list":[1,2,3],"z":0}')])
+    session = ToolCassetteSession.open(make_config("replay"))
+    decision = execute(
+        session, "h", args=b'{"a":{"b":"s3cret-new","d":1},"list":[1],"n/k~":true,"z":0}'
+    )
+    assert isinstance(decision, Refuse)
+    message = str(decision.error)
+    assert message.endswith(
+        ": changed /a/b, removed /a/c, added /a/d, removed /list/1, removed /list/2, and 1 more"
+    )
+    assert "s3cret" not in message
+    assert decision.error.hint == (
+        "if the new calls are intended, re-record: delete w.tool-cassette.jsonl and run the same "
+        'task with toolCassette.mode: record (run API and pytest: record_mode "all")'
+    )
+
+
+def test_replay_errors_that_a_re_recording_fixes_share_one_hint(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    execute(replay, "a", path="root/9")
+    execute(replay, "b", path="root/10")
+    errors = replay.close().errors
+    assert [e.code for e in errors] == ["CASSETTE_MISMATCH", "CASSETTE_UNCONSUMED"]
+    assert errors[0].hint and errors[0].hint == errors[1].hint
 
 
 def test_replay_mismatch_on_path_names_the_recorded_path(replay: ToolCassetteSession) -> None:
@@ -434,3 +466,22 @@ def test_an_interrupted_recording_keeps_its_partial_even_with_no_call_pending(
 def test_an_interruption_changes_nothing_in_a_replay(replay: ToolCassetteSession, kit: Any) -> None:
     kit.drive(replay, [kit.Call(args=ARGS, outcome=kit.ok())])
     assert replay.close("turn 1 did not end").errors == ()
+
+
+@pytest.mark.parametrize(("mode", "file", "message", "hint"), [
+    ("replay", "absent.jsonl", "cannot read absent.jsonl: no such file",
+     "record it first: run the same task once with toolCassette.mode: record, then replay; or fix the path"),
+    ("replay", "d", "cannot read d: is a directory",
+     "name a file inside it (toolCassette.file: d/<name>) or fix the path"),
+    ("record", "missing/c.jsonl", "cannot create c.jsonl.partial: no such file",
+     "point toolCassette.file at a file in a writable directory"),
+])
+def test_a_file_that_cannot_be_opened_names_the_field_and_the_fix(
+    make_config: Any, tmp_path: Path, mode: str, file: str, message: str, hint: str,
+) -> None:
+    (tmp_path / "d").mkdir()
+    with pytest.raises(CassetteIOError) as info:
+        ToolCassetteSession.open(make_config(mode, file))
+    assert str(info.value) == f"CASSETTE_IO: toolCassette.file: {message}"
+    assert info.value.hint == hint
+    assert str(tmp_path) not in str(info.value) + info.value.hint

@@ -1,0 +1,113 @@
+"""Structural comparison of two verified tool cassettes, for the ``diff`` drift gate.
+
+Rule: records align by ordinal (the order replay consumes them). A pair differs in ``tool``,
+``path``, ``args`` or ``outcome``; arguments and outcomes are compared by their canonical
+bytes and reported as fingerprints plus the JSON pointers that differ, never as values. An
+ordinal held by one file only is ``added`` (only in B) or ``removed`` (only in A). Another
+``include`` list in the headers is drift too: replay refuses a cassette recorded with other
+patterns.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from python_core.json_pointers import PointerChange, differing_pointers
+from python_core.tool_cassette.calls import CallSummary, outcome_json, summarize
+from python_core.tool_cassette.store import Cassette, RecordedCall
+
+__all__ = ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
+
+Field = Literal["tool", "path", "args", "outcome"]
+
+
+class FieldChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One identity field or the outcome of an aligned pair, A's form then B's.
+
+    ``tool`` and ``path`` are shown as they are (structural names); ``args`` as digests and
+    ``outcome`` as its label (``value``, ``error CODE``, …) or, when the labels are equal, as
+    digests. ``pointers`` names where the JSON differs (``args`` and ``outcome`` only).
+    """
+
+    field: Field
+    before: str
+    after: str
+    pointers: tuple[PointerChange, ...] = ()
+
+
+class CallChange(msgspec.Struct, frozen=True, kw_only=True):
+    """One ordinal that differs: present in one file only, or with changed fields."""
+
+    ordinal: int
+    kind: Literal["added", "removed", "changed"]
+    tool: str
+    path: str
+    fields: tuple[FieldChange, ...] = ()
+
+
+class DiffReport(msgspec.Struct, frozen=True, kw_only=True):
+    """Result of ``diff_cassettes``; ``equivalent`` drives exit code 0 versus 2."""
+
+    equivalent: bool
+    callsA: int
+    callsB: int
+    unchanged: int
+    includeDiffers: bool
+    changes: tuple[CallChange, ...]
+
+
+def outcome_label(call: CallSummary) -> str:
+    """``value``, ``error``, ``error CODE``, ``cancelled CODE``, plus ``+N contexts``."""
+    label = call.outcome if call.code is None else f"{call.outcome} {call.code}"
+    return label if not call.contexts else f"{label} +{call.contexts} contexts"
+
+
+def _pointers(before: bytes, after: bytes) -> tuple[PointerChange, ...]:
+    return tuple(differing_pointers(msgspec.json.decode(before), msgspec.json.decode(after)))
+
+
+def _fields(a: RecordedCall, b: RecordedCall, x: CallSummary, y: CallSummary) -> tuple[FieldChange, ...]:
+    out: list[FieldChange] = []
+    if x.tool != y.tool:
+        out.append(FieldChange(field="tool", before=x.tool, after=y.tool))
+    if x.path != y.path:
+        out.append(FieldChange(field="path", before=x.path, after=y.path))
+    if x.argsDigest != y.argsDigest:
+        out.append(FieldChange(field="args", before=x.argsDigest, after=y.argsDigest,
+                               pointers=_pointers(a.args, b.args)))
+    if x.outcomeDigest != y.outcomeDigest:
+        before, after = outcome_label(x), outcome_label(y)
+        if before == after:
+            before, after = x.outcomeDigest, y.outcomeDigest
+        out.append(FieldChange(field="outcome", before=before, after=after,
+                               pointers=_pointers(outcome_json(a.result), outcome_json(b.result))))
+    return tuple(out)
+
+
+def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
+    """Compare two loaded cassettes ordinal by ordinal."""
+    left, right = summarize(a), summarize(b)
+    changes: list[CallChange] = []
+    unchanged = 0
+    for index in range(max(len(left), len(right))):
+        if index >= len(right):
+            x = left[index]
+            changes.append(CallChange(ordinal=index, kind="removed", tool=x.tool, path=x.path))
+        elif index >= len(left):
+            y = right[index]
+            changes.append(CallChange(ordinal=index, kind="added", tool=y.tool, path=y.path))
+        else:
+            x, y = left[index], right[index]
+            fields = _fields(a.calls[index], b.calls[index], x, y)
+            if fields:
+                changes.append(CallChange(ordinal=index, kind="changed", tool=y.tool, path=y.path,
+                                          fields=fields))
+            else:
+                unchanged += 1
+    include_differs = a.header.include != b.header.include
+    return DiffReport(
+        equivalent=not changes and not include_differs, callsA=len(left), callsB=len(right),
+        unchanged=unchanged, includeDiffers=include_differs, changes=tuple(changes),
+    )

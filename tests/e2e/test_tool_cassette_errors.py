@@ -1,0 +1,216 @@
+"""Tool cassette failures as a user reads them on stderr, through real headless DSH.
+
+Each test checks the exact shape: how many lines, the named code, the field or the JSON
+pointers, the one ``fix:`` line, and the exit code. Runs go through ``dshrun.Dsh`` (the raw
+row) so the stderr is DSH's own, not the run API's account of it.
+
+The mock prints ``TOOL_FAILED: …`` for the refused call (the mock's failure report, tested with
+the mock); these tests leave those lines out and check every cassette line exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from collections.abc import Callable
+
+import pytest
+from dshrun import ROOT, Dsh, Run
+
+MakeDsh = Callable[..., Dsh]
+CASSETTE = "c.ndjson"
+TOOL = str(ROOT / ".venv" / "bin" / "dsh-tool-cassette")
+FIX_RERECORD = (
+    "dsh-sidecar: fix: if the new calls are intended, re-record: delete c.ndjson and run the same "
+    'task with toolCassette.mode: record (run API and pytest: record_mode "all")'
+)
+
+
+def _row(mode: str, file: str = CASSETTE, include: tuple[str, ...] = ("echo",)) -> dict[str, object]:
+    return {"toolCassette": {"mode": mode, "file": file, "include": list(include)}}
+
+
+def _cassette_lines(run: Run) -> list[str]:
+    """Stderr without the mock's own report of the refused step."""
+    return [line for line in run.stderr.splitlines() if "TOOL_FAILED: " not in line]
+
+
+def _short(args: dict[str, object]) -> str:
+    """The 12-hex display fingerprint of the canonical form of ``args`` (ASCII, no floats)."""
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()[:12] + "…"
+
+
+def _recorded(make_dsh: MakeDsh, task: str, include: tuple[str, ...] = ("echo",)) -> Dsh:
+    """A cwd holding ``c.ndjson`` recorded from ``task``; returns a replaying runner for that cwd."""
+    recorder = make_dsh(sidecar=_row("record", include=include))
+    run = recorder.run(task)
+    assert run.rc == 0, run.stderr
+    assert (recorder.cwd / CASSETTE).is_file()
+    return Dsh(cwd=recorder.cwd, sidecar=_row("replay", include=include))
+
+
+def test_a_mismatch_names_the_differing_pointers_and_prints_the_fix_once(make_dsh: MakeDsh) -> None:
+    recorded = {"n": {"k": 1}, "tags": ["x"], "text": "sk-live-OLD"}
+    replayed = {"m": 2, "tags": ["x", "y"], "text": "sk-live-NEW"}
+    replayer = _recorded(make_dsh, f"/mock run echo({json.dumps(recorded)})")
+
+    run = replayer.run(f"/mock run echo({json.dumps(replayed)})")
+
+    assert run.rc == 1
+    assert _cassette_lines(run) == [
+        "dsh-sidecar: tool cassette replay: 1 selected calls, 0 consumed, 1 unconsumed, poisoned: yes",
+        f"dsh-sidecar: CASSETTE_MISMATCH: echo at root/0, ordinal 0: args {_short(replayed)} differ from "
+        f"recorded {_short(recorded)}: added /m, removed /n, added /tags/1, changed /text",
+        "dsh-sidecar: CASSETTE_UNCONSUMED: 1 recorded calls not consumed, first echo at root/0, ordinal 0",
+        FIX_RERECORD,
+    ]
+    assert "sk-live" not in run.stderr + run.stdout
+    assert str(replayer.cwd) not in run.stderr
+    assert run.bodies() == ["echo"]
+
+
+def test_more_than_five_differences_are_counted_not_listed(make_dsh: MakeDsh) -> None:
+    recorded = {"text": "t"}
+    replayed = {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "text": "u"}
+    replayer = _recorded(make_dsh, f"/mock run echo({json.dumps(recorded)})")
+
+    run = replayer.run(f"/mock run echo({json.dumps(replayed)})")
+
+    assert run.rc == 1
+    mismatch = [line for line in _cassette_lines(run) if "CASSETTE_MISMATCH" in line]
+    assert mismatch == [
+        f"dsh-sidecar: CASSETTE_MISMATCH: echo at root/0, ordinal 0: args {_short(replayed)} differ from "
+        f"recorded {_short(recorded)}: added /a, added /b, added /c, added /d, added /e, and 2 more"
+    ]
+    assert _cassette_lines(run).count(FIX_RERECORD) == 1
+
+
+def test_an_extra_call_prints_the_re_record_fix_once(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "a"})')
+
+    run = replayer.run('/mock run [echo({"text": "a"}) echo({"text": "b"})]')
+
+    assert run.rc == 1
+    assert _cassette_lines(run) == [
+        "dsh-sidecar: tool cassette replay: 2 selected calls, 1 consumed, 0 unconsumed, poisoned: yes",
+        "dsh-sidecar: CASSETTE_EXTRA_CALL: echo at root/1, ordinal 1: extra call, the cassette holds 1 calls",
+        FIX_RERECORD,
+    ]
+
+
+@pytest.mark.parametrize(("mode", "file", "message", "fix"), [
+    pytest.param(
+        "replay", "absent.ndjson", "absent.ndjson does not exist (replay reads it)",
+        "record it first: run the same task once with toolCassette.mode: record, then replay; or fix the path",
+        id="missing-in-replay",
+    ),
+    pytest.param(
+        "replay", "a-dir", "a-dir is a directory",
+        "name a file inside it (toolCassette.file: a-dir/<name>) or fix the path", id="directory-replay",
+    ),
+    pytest.param(
+        "record", "a-dir", "a-dir is a directory",
+        "name a file inside it (toolCassette.file: a-dir/<name>) or fix the path", id="directory-record",
+    ),
+    pytest.param(
+        "record", "missing-dir/c.ndjson", "the directory of c.ndjson does not exist",
+        "create the directory (mkdir -p) or fix the path", id="missing-directory",
+    ),
+])
+def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
+    make_dsh: MakeDsh, mode: str, file: str, message: str, fix: str,
+) -> None:
+    dsh = make_dsh(sidecar=_row(mode, file))
+    (dsh.cwd / "a-dir").mkdir()
+
+    run = dsh.run('/mock run echo({"text": "a"})')
+
+    assert (run.rc, run.stdout) == (1, "")
+    assert run.stderr.splitlines() == [
+        f"dsh-sidecar: INVALID_CONFIG: toolCassette.file: {message}",
+        f"dsh-sidecar: fix: {fix}",
+    ]
+    assert run.bodies() == []
+    assert not (dsh.cwd / "missing-dir").exists()
+
+
+def test_recording_over_a_leftover_partial_is_refused_with_the_fix(make_dsh: MakeDsh) -> None:
+    dsh = make_dsh(sidecar=_row("record"))
+    (dsh.cwd / f"{CASSETTE}.partial").write_text("evidence\n")
+
+    run = dsh.run('/mock run echo({"text": "a"})')
+
+    assert (run.rc, run.stdout) == (1, "")
+    assert run.stderr.splitlines() == [
+        "dsh-sidecar: CASSETTE_EXISTS: c.ndjson.partial already exists; recording never overwrites",
+        "dsh-sidecar: fix: replay it (toolCassette.mode: replay), or delete it (and any .partial) to record anew",
+    ]
+    assert (dsh.cwd / f"{CASSETTE}.partial").read_text() == "evidence\n"
+    assert run.bodies() == []
+
+
+def test_replaying_a_tampered_cassette_is_refused_at_boot_with_the_fix(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "hello"})')
+    path = replayer.cwd / CASSETTE
+    path.write_bytes(path.read_bytes().replace(b'"text":"hello"', b'"text":"HELLO"'))
+
+    run = replayer.run('/mock run echo({"text": "hello"})')
+
+    assert (run.rc, run.stdout) == (1, "")
+    assert run.stderr.splitlines() == [
+        "dsh-sidecar: CASSETTE_INVALID: line 2 call/start ordinal 0: hash does not match the frame",
+        "dsh-sidecar: fix: `dsh-tool-cassette verify <file>` shows the first broken frame; re-record the cassette",
+    ]
+    assert "hello" not in run.stderr.lower()
+    assert run.bodies() == ["echo"]
+
+
+def test_replaying_with_another_include_list_is_refused_at_boot_with_the_fix(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "a"})')
+    replayer.sidecar = _row("replay", include=("echo", "sleepy"))
+
+    run = replayer.run('/mock run echo({"text": "a"})')
+
+    assert (run.rc, run.stdout) == (1, "")
+    assert run.stderr.splitlines() == [
+        "dsh-sidecar: CASSETTE_INCLUDE_DIFFERS: toolCassette.include differs from the include recorded in c.ndjson",
+        "dsh-sidecar: fix: use the include list the cassette was recorded with, or re-record it",
+    ]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=30)
+
+
+def test_inspect_lists_each_record_and_diff_names_what_drifted(make_dsh: MakeDsh) -> None:
+    a = _recorded(make_dsh, '/mock run [echo({"text": "a"}) sleepy({"label": "z", "ms": 1})]',
+                  include=("echo", "sleepy"))
+    b = _recorded(make_dsh, '/mock run [echo({"text": "b", "tags": ["t"]}) sleepy({"label": "z", "ms": 1})]',
+                  include=("echo", "sleepy"))
+    file_a, file_b = str(a.cwd / CASSETTE), str(b.cwd / CASSETTE)
+
+    inspect = _cli("inspect", file_a)
+    same = _cli("diff", file_a, file_a)
+    drift = _cli("diff", file_a, file_b)
+
+    assert inspect.returncode == 0
+    table = inspect.stdout.splitlines()[inspect.stdout.splitlines().index("records:") + 1:]
+    assert table == [
+        "  ordinal  tool    path    args                  outcome",
+        f"  0        echo    root/0  {_short({'text': 'a'})}  value",
+        f"  1        sleepy  root/1  {_short({'label': 'z', 'ms': 1})}  value",
+    ]
+    assert (same.returncode, same.stdout) == (
+        0, "equivalent: 2 -> 2 calls, 2 unchanged, 0 changed, 0 added, 0 removed\n",
+    )
+    assert drift.returncode == 2
+    assert drift.stdout.splitlines()[:3] == [
+        "different: 2 -> 2 calls, 1 unchanged, 1 changed, 0 added, 0 removed",
+        "  ~ #0 echo at root/0",
+        f"      args {_short({'text': 'a'})} -> {_short({'tags': ['t'], 'text': 'b'})}: added /tags, changed /text",
+    ]
+    assert drift.stdout.splitlines()[3].startswith("      outcome sha256:")
+    assert drift.stdout.splitlines()[3].endswith(": added /value/tags, changed /value/text")
+    assert str(a.cwd) not in drift.stdout + inspect.stdout

@@ -1,0 +1,187 @@
+"""``dsh-tool-cassette diff``: alignment by ordinal, what differs by name, exit codes, privacy."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from python_core.errors import SidecarError, printable
+from python_core.tool_cassette import ToolCassetteSession
+from python_core.tool_cassette.cli import main
+from python_core.tool_cassette.diff import diff_cassettes
+from python_core.tool_cassette.store import load
+
+N = 2_000
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def test_a_cassette_is_equivalent_to_itself_and_to_a_copy(make_cassette: Any, tmp_path: Path) -> None:
+    path = make_cassette()
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    result = run("diff", str(path), str(copy))
+    assert (result.exit_code, result.output) == (
+        0, "equivalent: 3 -> 3 calls, 3 unchanged, 0 changed, 0 added, 0 removed\n",
+    )
+
+
+def test_changed_args_outcome_tool_and_path_are_named_by_field_and_pointer(
+    make_cassette: Any, kit: Any, tmp_path: Path,
+) -> None:
+    a = make_cassette([kit.Call(args=b'{"city":"' + kit.SECRET.encode() + b'"}'),
+                       kit.Call(path="root/1"), kit.Call(path="root/2")], file="a.jsonl")
+    b = make_cassette([
+        kit.Call(args=b'{"city":"Paris","days":2}'),
+        kit.Call(path="root/1", outcome=kit.fail(code="E_DOWN")),
+        kit.Call(tool="weather_forecast", path="root/3"),
+    ], file="b.jsonl")
+    result = run("diff", str(a), str(b))
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[0] == "different: 3 -> 3 calls, 0 unchanged, 3 changed, 0 added, 0 removed"
+    assert lines[1] == "  ~ #0 weather_lookup at root/0"
+    assert re.fullmatch(r"      args sha256:[0-9a-f]{12}… -> sha256:[0-9a-f]{12}…: changed /city, added /days",
+                        lines[2])
+    assert lines[3] == "  ~ #1 weather_lookup at root/1"
+    assert lines[4].startswith("      outcome value -> error E_DOWN: ")
+    assert "changed /isError" in lines[4] and "removed /value" in lines[4]
+    assert lines[5:] == [
+        "  ~ #2 weather_forecast at root/3",
+        "      tool weather_lookup -> weather_forecast",
+        "      path root/2 -> root/3",
+    ]
+    assert kit.SECRET not in result.output and "Paris" not in result.output
+    assert str(tmp_path) not in result.output
+
+
+def test_an_outcome_of_the_same_kind_is_shown_by_fingerprint(make_cassette: Any, kit: Any) -> None:
+    a = make_cassette([kit.Call(outcome=kit.ok(b'{"temp":1}'))], file="a.jsonl")
+    b = make_cassette([kit.Call(outcome=kit.ok(b'{"temp":2}'))], file="b.jsonl")
+    result = run("diff", str(a), str(b))
+    assert result.exit_code == 2
+    assert re.fullmatch(
+        r"      outcome sha256:[0-9a-f]{12}… -> sha256:[0-9a-f]{12}…: changed /value/temp",
+        result.output.splitlines()[2],
+    )
+
+
+def test_records_only_in_one_file_are_added_or_removed(make_cassette: Any, kit: Any) -> None:
+    one = make_cassette([kit.Call()], file="one.jsonl")
+    two = make_cassette([kit.Call(), kit.Call(path="root/1")], file="two.jsonl")
+    added = run("diff", str(one), str(two))
+    removed = run("diff", str(two), str(one))
+    assert (added.exit_code, removed.exit_code) == (2, 2)
+    assert added.output.splitlines()[1:] == ["  + #1 weather_lookup at root/1 (only in B)"]
+    assert removed.output.splitlines()[1:] == ["  - #1 weather_lookup at root/1 (only in A)"]
+
+
+def test_another_include_list_is_drift(make_cassette: Any, make_config: Any, kit: Any, tmp_path: Path) -> None:
+    a = make_cassette([kit.Call()], file="a.jsonl")
+    session = ToolCassetteSession.open(make_config("record", "b.jsonl", include=("weather_*",)))
+    kit.drive(session, [kit.Call()])
+    assert session.close().errors == ()
+    report = diff_cassettes(load(str(a)), load(str(tmp_path / "b.jsonl")))
+    assert (report.equivalent, report.includeDiffers, report.unchanged) == (False, True, 1)
+    result = run("diff", str(a), str(tmp_path / "b.jsonl"))
+    assert result.exit_code == 2
+    assert result.output.splitlines()[1] == "  ! include differs (replay with one file's include refuses the other)"
+
+
+def test_diff_json_is_one_object_with_pointers_and_full_digests(make_cassette: Any, kit: Any) -> None:
+    a = make_cassette([kit.Call(args=b'{"city":"x"}')], file="a.jsonl")
+    b = make_cassette([kit.Call(args=b'{"city":"y"}'), kit.Call(path="root/1")], file="b.jsonl")
+    result = run("diff", "--json", str(a), str(b))
+    assert result.exit_code == 2
+    data = json.loads(result.output)
+    assert (data["equivalent"], data["callsA"], data["callsB"], data["unchanged"]) == (False, 1, 2, 0)
+    changed, added = data["changes"]
+    assert (changed["kind"], changed["ordinal"], added["kind"], added["ordinal"]) == ("changed", 0, "added", 1)
+    (args,) = changed["fields"]
+    assert args["field"] == "args" and len(args["before"]) == len("sha256:") + 64
+    assert args["pointers"] == [{"kind": "changed", "pointer": "/city"}]
+
+
+def test_an_unreadable_or_invalid_side_exits_one_naming_which(make_cassette: Any, tmp_path: Path) -> None:
+    good = make_cassette()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(good.read_bytes()[:-1])
+    missing = run("diff", str(good), str(tmp_path / "gone.jsonl"))
+    invalid = run("diff", str(bad), str(good))
+    assert (missing.exit_code, missing.output) == (1, "B: CASSETTE_IO: cannot read gone.jsonl: no such file\n")
+    assert (invalid.exit_code, invalid.output) == (1, "A: CASSETTE_INVALID: line 8: truncated line (no newline)\n")
+
+
+def test_usage_errors_exit_two() -> None:
+    assert run("diff", "only-one").exit_code == 2
+    assert run("diff").exit_code == 2
+
+
+def test_fuzz_diff_of_mutated_cassettes_is_a_verdict_or_one_named_error(
+    fuzz: Any, make_cassette: Any, tmp_path: Path,
+) -> None:
+    valid = Path(make_cassette()).read_bytes()
+    target = tmp_path / "m.jsonl"
+    reference = tmp_path / "ref.jsonl"
+    reference.write_bytes(valid)
+    runner = CliRunner()
+    outcomes: dict[str, int] = {}
+    for i in range(N):
+        target.write_bytes(fuzz.mutate(valid))
+        sides = [str(reference), str(target)] if i % 2 else [str(target), str(reference)]
+        result = runner.invoke(main, ["diff", *sides] + (["--json"] if i % 3 == 0 else []))
+        assert result.exception is None or isinstance(result.exception, SystemExit), (fuzz, result.exception)
+        if result.exit_code == 1:
+            assert re.fullmatch(r"[AB]: CASSETTE_(INVALID|IO): [^\n]+\n", result.output), (fuzz, result.output)
+            code = "error"
+        else:
+            assert result.exit_code in (0, 2), (fuzz, result.output)
+            try:
+                load(str(target))
+            except SidecarError:
+                raise AssertionError(f"diff compared a file the loader refuses ({fuzz})") from None
+            code = "equivalent" if result.exit_code == 0 else "different"
+        outcomes[code] = outcomes.get(code, 0) + 1
+        fuzz.count += 1
+    print(f"tool cassette diff fuzz: {fuzz.count} inputs, outcomes {sorted(outcomes.items())}")
+    assert outcomes.get("error", 0) > N // 2
+
+
+def test_fuzz_diff_of_random_recordings_is_consistent_and_prints_one_line_per_fact(
+    fuzz: Any, make_config: Any, kit: Any, tmp_path: Path,
+) -> None:
+    runner = CliRunner()
+    verdicts: dict[int, int] = {}
+    for i in range(200):
+        files = []
+        for side in "ab":
+            calls = [kit.Call(path=f"root/{n}", args=json.dumps({"k": fuzz.value()}).encode(),
+                              outcome=kit.ok(json.dumps(fuzz.value()).encode()))
+                     for n in range(fuzz.rng.randint(0, 2))]
+            session = ToolCassetteSession.open(make_config("record", f"{i}{side}.jsonl"))
+            try:
+                kit.drive(session, calls)
+            except SidecarError:
+                pass
+            if session.close().published:
+                files.append(session.config.file)
+        if len(files) < 2:
+            continue
+        text = runner.invoke(main, ["diff", *files])
+        data = runner.invoke(main, ["diff", "--json", *files])
+        assert text.exit_code == data.exit_code and text.exit_code in (0, 2), (fuzz, text.output)
+        report = json.loads(data.output)
+        assert report["equivalent"] == (text.exit_code == 0)
+        same = [c.args for c in load(files[0]).calls] == [c.args for c in load(files[1]).calls]
+        assert not report["equivalent"] or same
+        assert all(printable(line) == line for line in text.output.splitlines()), (fuzz, text.output)
+        verdicts[text.exit_code] = verdicts.get(text.exit_code, 0) + 1
+        fuzz.count += 1
+    print(f"tool cassette diff of random recordings: {fuzz.count} pairs, exit codes {sorted(verdicts.items())}")
+    assert verdicts.get(2, 0) > 20 and verdicts.get(0, 0) > 0
