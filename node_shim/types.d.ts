@@ -46,6 +46,8 @@ export interface ShutdownResult {
   exitCode: number
   errors: string[]
   notes?: string[]
+  /** the errors' hints, each once */
+  fixes?: string[]
 }
 
 /**
