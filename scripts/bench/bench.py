@@ -108,6 +108,15 @@ def main() -> None:
         )
         print(f"    32 in flight {fc['callsPerSec']:9.0f} calls/s")
 
+        anyio_floor = node("floor", PYTHON, str(BENCH / "echo_anyio.py"), env={"PYTHONPATH": str(root)})
+        af = anyio_floor["sequential"]
+        print("\n(a2) the sidecar's fd streams under anyio, echoing (bridge/stdio.py, no JSON-RPC work)")
+        print(
+            f"    sequential   median {af['medianUs']:8.1f} us   p99 {af['p99Us']:8.1f} us"
+            f"   {af['callsPerSec']:9.0f} calls/s   (python CPU {af['peerCpuUs']:.0f} us/call)"
+            f"   ratio a2/a {af['medianUs'] / fs['medianUs']:.2f}x"
+        )
+
         bridge_dir = tmp / "bridge"
         bridge_dir.mkdir()
         bridge = node("bridge", PYTHON, str(root), str(bridge_dir), env=under_test)
