@@ -93,12 +93,18 @@ class SubagentSetup(_Closed):
 
 
 class InitializeResult(_Closed):
-    """The hooks the shim must install; nothing else is installed."""
+    """The hooks the shim must install; nothing else is installed.
+
+    ``askExecute: false`` (with the ``tools`` hooks): no call is selected or traced, so the shim
+    runs ``tools/execute`` and ``tools/post-execute`` without asking and only reports
+    ``tools/result``.
+    """
 
     protocolVersion: int
     hooks: list[Literal["tools", "llm", "subagent", "model", "turns"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
+    askExecute: bool = True
 
 
 class ShutdownParams(_Closed):

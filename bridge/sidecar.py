@@ -108,6 +108,8 @@ class Sidecar:
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
             hooks.append("tools")
+        # Only a cassette or the trace looks at a call before its result.
+        ask_execute = config.tool_cassette is not None or config.trace is not None
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
                 config.subagent_cassette, cwd=params.cwd,
@@ -131,7 +133,7 @@ class Sidecar:
             hooks.append("turns")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
-            subagent=None if self.subagents is None else self.subagents.setup,
+            subagent=None if self.subagents is None else self.subagents.setup, askExecute=ask_execute,
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:

@@ -21,8 +21,13 @@ function failure(code, message) {
   return { isError: true, error: { message: text, info: { name: 'SidecarError', code } }, content: [{ type: 'text', text: `Error: ${text}` }] }
 }
 
-/** Forward the tool pipeline; the structural path is stamped synchronously at entry. @param {Context} ctx @param {Rpc} rpc */
-export function installToolHooks(ctx, rpc) {
+/**
+ * Forward the tool pipeline; the structural path is stamped synchronously at entry.
+ * `ask`: whether Python decides each call (the initialize reply's `askExecute`); when it does
+ * not, calls run untouched and only their results are reported.
+ * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask]
+ */
+export function installToolHooks(ctx, rpc, ask = true) {
   /** @type {AsyncLocalStorage<string>} */
   const als = new AsyncLocalStorage()
   /** @type {WeakMap<ToolExecutionToken, string>} */
@@ -54,6 +59,7 @@ export function installToolHooks(ctx, rpc) {
       path = `${parentPath}/${n}`
     }
     tokenPath.set(exec.token, path)
+    if (!ask) return als.run(path, next)
     const handle = handleOf(exec)
     return als.run(path, async () => {
       let decision
@@ -74,7 +80,7 @@ export function installToolHooks(ctx, rpc) {
   }, { prepend: true })
 
   ctx.on('tools/post-execute', async (exec, result, next) => {
-    if (noPost.has(exec.token)) return next()
+    if (!ask || noPost.has(exec.token)) return next()
     let decision
     try {
       decision = await rpc.request('tools/post-execute', {

@@ -25,12 +25,16 @@ export type { Context }
  */
 export type ToolCall = ToolDispatchExecution & Pick<ToolRunContext, 'deferContext'>
 
-/** The `initialize` result. */
+/**
+ * The `initialize` result; `askExecute: false`: the tools hooks run every call without asking
+ * and only report `tools/result`.
+ */
 export interface InitializeResult {
   protocolVersion: number
   hooks: Array<'tools' | 'llm' | 'subagent' | 'model' | 'turns'>
   sidecarVersion: string
   subagent?: SubagentSetup
+  askExecute?: boolean
 }
 
 /** Provider names: register the cassette as `name` once `upstream` exists. */

@@ -1,12 +1,14 @@
-"""The tools hooks' answers: which calls need their ``tools/post-execute`` round trip."""
+"""The tools hooks' answers: which calls need their ``tools/execute`` and ``tools/post-execute`` round trips."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import msgspec
+import pytest
 
-from bridge.protocol import ExecuteParams
+from bridge.protocol import PROTOCOL_VERSION, ExecuteParams, InitializeParams, ShutdownParams
+from bridge.sidecar import Sidecar
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
 from python_core.tool_cassette import parse_config
@@ -42,3 +44,25 @@ def test_a_selected_call_asks_post_execute_and_an_unselected_one_does_not(tmp_pa
 
     assert (selected.action, selected.post) == ("next", True)
     assert (other.action, other.post) == ("next", False)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("config", "ask"),
+    [
+        ({}, False),
+        ({"trace": "trace.jsonl"}, True),
+        ({"toolCassette": {"mode": "record", "file": "c.ndjson", "include": ["echo"]}}, True),
+    ],
+)
+async def test_initialize_asks_for_execute_decisions_only_when_something_looks_at_calls(
+    tmp_path: Path, config: dict[str, object], ask: bool
+) -> None:
+    sidecar = Sidecar()
+    params = InitializeParams(protocolVersion=PROTOCOL_VERSION, host={}, config=config, cwd=str(tmp_path), pid=1)
+
+    result = await sidecar.initialize(params)
+    await sidecar.shutdown(ShutdownParams())
+
+    assert "tools" in result.hooks
+    assert result.askExecute is ask

@@ -117,3 +117,19 @@ test('tools/result is a notification with the call path, even for a call never e
     { method: 'tools/result', params: { handle: 'h2', path: null, tool: 'denied', callId: denied.callId, result: { isError: true } } },
   ])
 })
+
+test('when Python asks for no decisions, calls run untouched and only their results are reported', async () => {
+  const listeners = new Map()
+  const ctx = { on: (name, fn) => listeners.set(name, fn) }
+  const requests = []
+  const notes = []
+  const rpc = { request: async (method) => { requests.push(method); return {} }, notify: (method, params) => notes.push({ method, params }) }
+  installToolHooks(ctx, rpc, false)
+  const outer = exec('outer')
+  const inner = exec('inner')
+  await listeners.get('tools/execute')(outer, async () => listeners.get('tools/execute')(inner, async () => OK))
+  assert.deepEqual(await listeners.get('tools/post-execute')(outer, OK, async () => ({ kind: 'accept' })), { kind: 'accept' })
+  listeners.get('tools/result')(inner, OK)
+  assert.deepEqual(requests, [])
+  assert.deepEqual(notes.map((n) => [n.params.tool, n.params.path]), [['inner', 'root/0/0']])
+})
