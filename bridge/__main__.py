@@ -10,6 +10,8 @@ from bridge.server import Server
 from bridge.sidecar import Sidecar
 from bridge.stdio import FdReceiveStream, FdSendStream, claim_stdout
 
+__all__ = ["main"]
+
 
 async def _serve() -> None:
     protocol_fd = claim_stdout()

@@ -1,6 +1,7 @@
 """``dsh-sidecar``: set up the host, install the plugin, and the feature CLIs.
 
-Exit codes: 0 ok, 1 the thing checked is broken or invalid, 2 usage or environment error.
+Exit codes: ``python_core.cli_errors``'s table (0 ok, 1 a named error or a broken check, 2 usage,
+124 ``run`` timed out; ``run`` otherwise exits with DSH's own code).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from bridge.run import (
     find_host,
     run,
 )
+from python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock as mock_cli
 from python_core.model_cassette.cli import cli as model_cassette_cli
@@ -86,9 +88,8 @@ def _prefix(prefix: Path | None) -> Path:
     return found
 
 
-def _fail(error: SidecarError, hint_exit: int = 2) -> NoReturn:
-    click.echo(f"dsh-sidecar: {error}", err=True)
-    sys.exit(hint_exit)
+def _fail(error: SidecarError) -> NoReturn:
+    raise NamedFailure(error, context="dsh-sidecar: ")
 
 
 @click.group()
@@ -123,7 +124,7 @@ def shellenv(prefix: Path | None, dsh_home: Path | None) -> None:
     """Print the shell lines that put this project's dsh on PATH: eval "$(dsh-sidecar shellenv)"."""
     env = host_env(_prefix(prefix), _home(dsh_home))
     if not env.dsh.exists():
-        _fail(HostNotFound("no dsh under that prefix; run `dsh-sidecar host install`"), 1)
+        _fail(HostNotFound("no dsh under that prefix; run `dsh-sidecar host install`"))
     click.echo(f"export PATH={shlex.quote(str(env.bin_dir))}:\"$PATH\"")
     click.echo(f"export DSH_HOME={shlex.quote(str(env.dsh_home))}")
 
@@ -236,7 +237,7 @@ def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
                if problems == ["boot"] else
                "run `dsh-sidecar host install` then `dsh-sidecar install --profile headless`")
         click.echo(f"fix: {fix} (broken: {', '.join(problems)})", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
 
 
 @main.command("install")
@@ -319,7 +320,7 @@ def run_command(
             record_hint="record it with `--record-mode once`",
         )
     except SidecarError as exc:
-        _fail(exc, exc.exit_code)
+        _fail(exc)
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
     else:
@@ -331,7 +332,7 @@ def run_command(
                 click.echo(f"dsh-sidecar run: {summary.kind} cassette {summary.file} {state}", err=True)
         if result.timed_out:
             click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
-    sys.exit(124 if result.timed_out else result.exit_code)
+    sys.exit(EXIT_TIMEOUT if result.timed_out else result.exit_code)
 
 
 class SessionNotFound(SidecarError):
@@ -409,7 +410,7 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
     match = next((f for f in found if session_id is None or f[0].session_id == session_id), None)
     if match is None:
         what = f"session {session_id}" if session_id else "no session"
-        _fail(SessionNotFound(f"{what} for this folder; list them with `dsh-sidecar sessions list`"), 1)
+        _fail(SessionNotFound(f"{what} for this folder; list them with `dsh-sidecar sessions list`"))
     summary, path, events = match
     calls, results, statuses = tool_calls(events), tool_results(events), mock_statuses(events)
     if raw_events:

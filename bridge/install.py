@@ -9,6 +9,7 @@ there takes effect on the next DSH run without reinstalling the plugin.
 from __future__ import annotations
 
 import compileall
+import gzip
 import hashlib
 import io
 import json
@@ -63,14 +64,16 @@ def pack_package(src: Path, out_dir: Path, extra: dict[str, bytes] | None = None
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / f"{manifest['name']}-{manifest['version']}-{digest.hexdigest()[:12]}.tgz"
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
             info = tarfile.TarInfo(f"package/{name}")
             info.size = len(members[name])
             info.mode = 0o644
             info.mtime = 0
             tar.addfile(info, io.BytesIO(members[name]))
-    target.write_bytes(buffer.getvalue())
+    # gzip stamps the current second into its header unless told otherwise: two packs of the same
+    # files a second apart would differ.
+    target.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
     return target
 
 

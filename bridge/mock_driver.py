@@ -1,16 +1,13 @@
-"""The ``mock`` route's driver: per-turn plans, per-turn routing, cancellation-aware waits.
+"""The ``mock`` route's driver: the wire side of the mock turn machine, and the waits.
 
-The plan (``python_core.mock``) decides every response and wait; this driver only sleeps the
-waits, keeps which (session, turn) is a mock turn, and remembers the real route to restore
-on the next ordinary turn (rc.8's logged request header is sticky).
+``python_core.mock.machine`` decides which turn is a mock turn, its route, its plan, its
+refusal and which tool outcomes to keep; the plan decides every response and wait. This
+driver maps the wire Structs to those calls and sleeps the waits, cancellation-aware.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 
@@ -29,27 +26,17 @@ from bridge.protocol import (
     ToolCallOut,
 )
 from bridge.trace import Trace
-from python_core.config import MockConfig
 from python_core.errors import SidecarError
 from python_core.mock import (
-    DEFAULT_NESTED_TOOLS,
     EmitFinal,
     EmitToolCalls,
-    MockPlan,
-    MockSessions,
-    ObservedResult,
-    ReplayCommand,
     RunCommand,
     auxiliary_answer,
-    load_source,
     parse_arguments,
-    parse_command,
-    read_source,
-    refused_status,
-    reject_nested_tools,
-    resolve_replay_path,
-    source_name_for,
 )
+from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
+from python_core.mock.config import MockConfig
+from python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 
@@ -74,24 +61,6 @@ MOCK_ROUTE = Route(provider="mock", model="mock")
 ORDINARY_TURN_TEXT = "dsh-sidecar mock route: no /mock command in this turn"
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    tool: str
-    is_error: bool
-    code: str | None
-
-
-def _refused_source(text: str) -> tuple[Literal["run", "replay"] | None, str | None]:
-    """The mode and source name of a refused ``/mock`` text, as far as its grammar is valid."""
-    try:
-        command = parse_command(text)
-    except SidecarError:
-        return None, None
-    if isinstance(command, ReplayCommand):
-        return "replay", source_name_for(command.path)
-    return "run", None
-
-
 class MockDriver:
     """Drive mock turns started by ``/mock`` commands; one per sidecar connection."""
 
@@ -100,21 +69,14 @@ class MockDriver:
         self.trace = trace
         # Besides the session cwd, replay may read the logs where DSH writes them.
         self.sessions_roots = sessions_roots
-        self.sessions = MockSessions()
+        self.turns = MockTurns()
         # Delegation tools a subagent cassette serves (replays, or records for a later replay),
         # so a replay script may call them (set by the sidecar once the cassette is open).
         self.replayed_delegation: frozenset[str] = frozenset()
-        self._mock_turn: dict[str, int] = {}
-        self._refused: dict[tuple[str, int], SidecarError] = {}
-        self._restore: dict[str, Route] = {}
-        self._outcomes: dict[str, _Outcome] = {}
-        self._cancelled: dict[tuple[str, int], MockPlan] = {}
-        # (session, turn) of streams sleeping the wait before a step (their calls not yet emitted).
-        self._waiting: set[tuple[str, int]] = set()
 
-    def observe(self, call_id: str, tool: str, is_error: bool, code: str | None) -> None:
-        """Remember a final tool outcome (from ``tools/result``) for the plan's judgement."""
-        self._outcomes[call_id] = _Outcome(tool, is_error, code)
+    def observe(self, call_id: str, tool: str, is_error: bool, code: str | None, message: str | None = None) -> None:
+        """Hand a final tool outcome (from ``tools/result``) to the machine, which keeps awaited ones."""
+        self.turns.observe(call_id, ToolOutcome(tool, is_error, code, message))
 
     def command(self, params: MockCommandParams) -> MockCommandResult:
         """Check a slash command's grammar; the shim then queues it as a followup turn."""
@@ -125,67 +87,30 @@ class MockDriver:
 
     def pre_step(self, params: PreStepParams) -> PreStepResult:
         """Start a mock turn when a ``/mock`` command enters the step."""
-        text = next((t for t in params.texts if t.lstrip().startswith("/mock")), None)
+        text = find_command(params.texts)
         if text is None:
             return PreStepResult(mock=False)
-        self._mock_turn[params.sessionId] = params.turn
-        status = None
+        session, turn = params.sessionId, params.turn
         try:
-            plan = self.sessions.begin(self._plan(text, params))
-            status = plan.status()
+            self.turns.check_fresh(session, turn)
+            plan = assemble_plan(
+                text, session_id=session, turn=turn, cwd=params.cwd,
+                default_gap_ms=self.config.default_gap_ms, nested_tools=self.config.nested_tools,
+                replayed_delegation=self.replayed_delegation, sessions_roots=self.sessions_roots,
+            )
+            status = self.turns.begin(plan, turn).status()
         except SidecarError as error:
-            sys.stderr.write(f"dsh-sidecar: {error}\n")
-            self._refused[(params.sessionId, params.turn)] = error
+            self.turns.refuse(session, turn, error)
             # Published so the web UI can show the invalid-script card; no tool runs.
-            mode, source_name = _refused_source(text)
-            status = refused_status(
-                error, session_id=params.sessionId, turn_id=str(params.turn), mode=mode,
-                source_name=source_name,
-            )
-        self.trace.write("mock/pre-step", session=params.sessionId, turn=params.turn, mock=True)
+            status = refused_turn_status(error, text, session_id=session, turn=turn)
+        self.trace.write("mock/pre-step", session=session, turn=turn, mock=True)
         return PreStepResult(mock=True, status=status)
-
-    def _plan(self, text: str, params: PreStepParams) -> MockPlan:
-        command = parse_command(text)
-        overwrite = None
-        source_format: str
-        if isinstance(command, ReplayCommand):
-            path = resolve_replay_path(
-                command.path, session_cwd=params.cwd, allowed_roots=self.sessions_roots
-            )
-            name = source_name_for(command.path)
-            source_format, script = load_source(
-                read_source(path, source=name), source_name=name, preserve_timing=True
-            )
-            # A replayed nested tool would run its children live: refuse it up front. A `run`
-            # names its calls explicitly, so it may delegate (that is how subagents are tested).
-            nested = (DEFAULT_NESTED_TOOLS | set(self.config.nested_tools)) - self.replayed_delegation
-            reject_nested_tools(script, nested_tools=nested)
-            mode, overwrite = "replay", command.overwrite_wait_ms
-        else:
-            script, source_format, name, mode = command.script, "command", None, "run"
-        return MockPlan(
-            script,
-            session_id=params.sessionId,
-            turn_id=str(params.turn),
-            mode=mode,  # type: ignore[arg-type]
-            source_format=source_format,
-            overwrite_wait_ms=overwrite,
-            default_gap_ms=self.config.default_gap_ms,
-            source_name=name,
-        )
 
     def route(self, params: RouteParams) -> RouteResult:
         """Route exactly the mock turn to ``mock/mock``; restore the real route afterwards."""
-        session = params.sessionId
-        if self._mock_turn.get(session) == params.turn:
-            if params.proposed.provider != MOCK_ROUTE.provider:
-                self._restore[session] = params.proposed
-            return RouteResult(route=MOCK_ROUTE)
-        restore = self._restore.get(session)
-        if restore is not None and params.proposed.provider == MOCK_ROUTE.provider:
-            return RouteResult(route=restore)
-        return RouteResult(route=None)
+        proposed = (params.proposed.provider, params.proposed.model)
+        chosen = self.turns.route(params.sessionId, params.turn, proposed)
+        return RouteResult(route=None if chosen is None else Route(provider=chosen[0], model=chosen[1]))
 
     async def stream(self, params: LlmStreamParams) -> LlmResponse:
         """Answer one request to the mock route, sleeping the plan's wait first."""
@@ -195,44 +120,37 @@ class MockDriver:
         )
         if params.purpose is not None:
             return LlmResponse(kind="text", text=auxiliary_answer(params.purpose))
-        key = (params.sessionId, params.turn if params.turn is not None else -1)
-        refused = self._refused.pop(key, None)
-        if refused is not None:
-            raise refused
-        plan = self.sessions.lookup(params.sessionId, str(key[1]))
+        session, turn = params.sessionId, params.turn if params.turn is not None else -1
+        if self.turns.state(session, turn) == "refused":
+            # An error answer, not an RPC error: rc.8 then keeps our code in turn/end and
+            # prints the line once, as it does for a plan's stop.
+            refused = self.turns.answer_refusal(session, turn)
+            return LlmResponse(kind="error", text=refused.message, code=refused.code)
+        plan = self.turns.live_plan(session, turn)
         if plan is None:
             return LlmResponse(kind="text", text=ORDINARY_TURN_TEXT)
-        observed = [self._observed(params.sessionId, r.callId, r.tool, r.isError) for r in params.results]
-        try:
-            action = plan.next_response(observed)
-            if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
-                self._waiting.add(key)
-                try:
-                    await sleep_ms(action.wait_ms)
-                finally:
-                    self._waiting.discard(key)
-        except anyio.get_cancelled_exc_class():
-            # The only await above is the wait before the step: its calls were never emitted.
-            plan.cancel(during_wait=True)
-            self.sessions.finish(plan.session_id, plan.turn_id)
-            self._cancelled[key] = plan
-            self.trace.write("llm/stream", session=params.sessionId, turn=params.turn, cancelled=True)
-            raise
+        seen = [SeenResult(r.callId, r.tool, r.isError) for r in params.results]
+        action = self.turns.respond(session, turn, seen)
+        if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
+            self.turns.sleep(session, turn)
+            try:
+                await sleep_ms(action.wait_ms)
+            except anyio.get_cancelled_exc_class():
+                # The only await: the wait before the step, whose calls were never emitted.
+                self.turns.interrupt(session, turn)
+                self.trace.write("llm/stream", session=session, turn=params.turn, cancelled=True)
+                raise
+            self.turns.wake(session, turn)
         if isinstance(action, EmitToolCalls):
+            self.turns.emit(session, turn, action)
             calls = [ToolCallOut(id=c.call_id, name=c.name, arguments=c.arguments_json) for c in action.calls]
             return LlmResponse(kind="tool-calls", calls=calls, status=plan.status())
-        self.sessions.finish(plan.session_id, plan.turn_id)
+        self.turns.finish(session, turn)
         if isinstance(action, EmitFinal):
             return LlmResponse(kind="text", text=action.text, status=plan.status())
-        sys.stderr.write(f"dsh-sidecar: {action.error}\n")
         return LlmResponse(
             kind="error", text=action.error.message, code=action.error.code, status=plan.status()
         )
-
-    def _observed(self, session: str, call_id: str, tool: str, is_error: bool) -> ObservedResult:
-        outcome = self._outcomes.pop(call_id, None)
-        code = outcome.code if outcome is not None else None
-        return ObservedResult(call_id=call_id, tool=tool, is_error=is_error, error_code=code, session_id=session)
 
     def cancel(self, params: CancelParams) -> CancelResult:
         """The host aborted the turn's stream: cancel its plan (idempotent), return the final status.
@@ -240,29 +158,20 @@ class MockDriver:
         The cancelled ``llm/stream`` gets no answer to carry the terminal status, so the shim asks
         for it here and appends it before the turn closes.
         """
-        plan = self.sessions.lookup(params.sessionId, str(params.turn))
-        if plan is None:
-            plan = self._cancelled.get((params.sessionId, params.turn))
-        else:
-            # mock/cancel can overtake the stream's own cancellation while it sleeps a wait.
-            plan.cancel(during_wait=(params.sessionId, params.turn) in self._waiting)
-            self.sessions.finish(plan.session_id, plan.turn_id)
-        self._cancelled.pop((params.sessionId, params.turn), None)
-        self.trace.write("mock/cancel", session=params.sessionId, turn=params.turn, found=plan is not None)
-        return CancelResult(status=None if plan is None else plan.status())
+        status = self.turns.collect(params.sessionId, params.turn)
+        self.trace.write("mock/cancel", session=params.sessionId, turn=params.turn, found=status is not None)
+        return CancelResult(status=status)
 
     def end_session(self, session_id: str) -> None:
         """Drop every plan, route and refusal of a session that ended (idempotent)."""
-        for plan in self.sessions.drop_session(session_id):
-            plan.cancel()
-        self._mock_turn.pop(session_id, None)
-        self._restore.pop(session_id, None)
-        for key in [k for k in self._cancelled if k[0] == session_id]:
-            del self._cancelled[key]
-        for key in [k for k in self._refused if k[0] == session_id]:
-            del self._refused[key]
+        self.turns.end_session(session_id)
 
-    def close(self) -> list[SidecarError]:
-        """Drop every plan (idempotent); nothing here fails the run."""
-        self.sessions.dispose_all()
-        return []
+    def close(self) -> list[str]:
+        """Drop every plan (idempotent); return the fix for each kind of refused turn."""
+        self.turns.dispose()
+        return list(self.turns.fixes)
+
+    @property
+    def refused(self) -> bool:
+        """Whether a ``/mock`` turn was refused before any tool ran (exit code 3)."""
+        return self.turns.refusals > 0

@@ -5,19 +5,21 @@ provider ``stream()`` call) and asks ``model/request``: ``pass`` (route not capt
 ``forward`` (record: the shim streams ``next()`` and reports ``model/recorded``) or ``replay``
 (the shim yields the recorded chunks; ``next()`` is never called, so no provider request).
 A refusal is an error answer; the shim turns it into a terminal ``finish`` of kind ``error``.
+A recorded call's frame goes to a ``LineWriter``; the ``model/recorded`` answer is a ``Later``
+sent once the frame is durable, while the reader serves other requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+import anyio
 import msgspec
 
-from bridge.protocol import ModelDecision, ModelRecordedParams, ModelRequestParams
+from bridge.later import Later
+from bridge.line_writer import LineWriter, Ticket
+from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from bridge.trace import Trace
 from python_core.errors import SidecarError
-from python_core.model_cassette import CloseReport, Forward, ModelCassette, Pass, parse_config
+from python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
 
 __all__ = ["ModelHooks"]
 
@@ -29,22 +31,22 @@ class ModelHooks:
         self.cassette = cassette
         self.children_owned = children_owned
         self.trace = trace
+        recorder = cassette.recorder
+        self.writer = None if recorder is None else LineWriter(recorder.write_lines, cassette.write_failed)
         self.closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace,
+    def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str | None, trace: Trace,
              children_owned: bool = False) -> ModelHooks:
-        """Parse the ``modelCassette`` section and open the cassette.
+        """Open the cassette of the parsed ``modelCassette`` section.
 
         ``children_owned``: a subagent cassette records or replays whole child runs, so calls
         made by child agents (delegation depth above 0) pass through untouched.
 
         Raises:
-            ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
-        config = parse_config(raw, cwd=cwd)
-        cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown")
+        cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown", deferred=True)
         return cls(cassette, trace, children_owned=children_owned)
 
     def request(self, params: ModelRequestParams) -> ModelDecision:
@@ -68,14 +70,45 @@ class ModelHooks:
             atMs=None if decision.at_ms is None else list(decision.at_ms),
         )
 
-    def recorded(self, params: ModelRecordedParams) -> None:
-        """A forwarded call ended: append it (fsync-ed before this returns)."""
+    def recorded(self, params: ModelRecordedParams) -> Later | Empty:
+        """A forwarded call ended: answered once its frame is fsync-ed."""
         self.cassette.recorded(params.handle, msgspec.Raw(params.chunks), params.atMs, complete=params.complete)
         self.trace.write("model/recorded", handle=params.handle, complete=params.complete)
+        lines = self.cassette.take_writes()
+        if not lines or self.writer is None:
+            return Empty()
+        return Later(self._written(self.writer.submit(lines)))
 
-    def close(self) -> tuple[list[SidecarError], list[str]]:
+    async def _written(self, ticket: Ticket) -> Empty:
+        assert self.writer is not None
+        failure = await self.writer.written(ticket)
+        if failure is not None:
+            raise failure
+        return Empty()
+
+    async def _close_recording(self, writer: LineWriter) -> CloseReport:
+        """Write what is queued, then the tail, then publish: each step after the previous is durable."""
+        recorder = self.cassette.recorder
+        assert recorder is not None
+        await writer.drain()
+        publish = self.cassette.finish()
+        failure = await writer.written(writer.submit(self.cassette.take_writes()))
+        published = False
+        if publish and failure is None:
+            try:
+                await anyio.to_thread.run_sync(recorder.publish)
+                published = True
+            except SidecarError as error:
+                failure = error
+        recorder.abandon()
+        return self.cassette.report(failure if publish else None, published)
+
+    async def close(self) -> tuple[list[SidecarError], list[str]]:
         """Close the cassette; return its errors and a summary line."""
-        report = self.closed = self.cassette.close()
+        if self.writer is not None:
+            report = self.closed = await self._close_recording(self.writer)
+        else:
+            report = self.closed = self.cassette.close()
         s = report.stats
         if s.mode == "record":
             published = "yes" if report.published else "no"

@@ -84,7 +84,6 @@ class HostNotFound(SidecarError):
     """No installed DSH host was found."""
 
     code = "HOST_NOT_FOUND"
-    exit_code = 2
 
 
 class CassetteMissing(SidecarError):

@@ -6,7 +6,9 @@ method of the target object, whether it runs inline and which hook group it belo
 - inline rows (the per-call hooks: plain, fast, never awaiting) run in the reader itself, in
   arrival order, with no task per call: that order is the call order the cassettes number.
   They are dispatched directly, not through ``jsonrpcserver`` (docs/protocol.md gives the
-  measurement). ``initialize`` is inline too: the reader awaits it, so nothing is read before
+  measurement). A handler whose answer must wait for a recorded line to be durable returns a
+  ``Later`` (``bridge/later.py``): its answer is completed in a task, and the reader reads on.
+  ``initialize`` is inline too: the reader awaits it, so nothing is read before
   the handshake is answered, and the answer does not wait for ``jsonrpcserver`` to import;
 - task rows (``shutdown``, ``llm/stream``: they may wait) are dispatched through
   ``jsonrpcserver``'s public async API, each in its own task under its own ``CancelScope``, so
@@ -42,6 +44,7 @@ from bridge.connection import (
     RpcConnection,
     Send,
 )
+from bridge.later import Later
 from bridge.protocol import INITIALIZE, METHODS, Lifecycle
 from bridge.stdio import FdSendStream
 from python_core.errors import SidecarError
@@ -317,9 +320,23 @@ class Server:
             tg.start_soon(self._run, action, scope)
             return None
         result = inline(action.params)
+        if isinstance(result, Later):
+            tg.start_soon(self._later, action, result)
+            return None
         if inspect.isawaitable(result):
             return self._awaited(action, result, tg)
         return self._answer(action, result)
+
+    async def _later(self, action: Dispatch, later: Later) -> None:
+        try:
+            result = await later.answer
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:
+            result = _failure(exc)
+        answer = self._answer(action, result)
+        if answer is not None:
+            await self._emit(answer)
 
     def _answer(self, action: Dispatch, result: Any) -> bytes | None:
         if action.id is None:

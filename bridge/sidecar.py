@@ -7,10 +7,10 @@ session and the mock driver, and turns their decisions into wire payloads.
 from __future__ import annotations
 
 import os
-import sys
 
 from msgspec import UNSET, Raw
 
+from bridge.later import Later
 from bridge.mock_driver import MockDriver
 from bridge.model_hooks import ModelHooks
 from bridge.protocol import (
@@ -29,6 +29,7 @@ from bridge.protocol import (
     ModelDecision,
     ModelRecordedParams,
     ModelRequestParams,
+    NotInitialized,
     PostExecuteDecision,
     PostExecuteParams,
     PreStepParams,
@@ -61,13 +62,10 @@ __all__ = ["Sidecar"]
 _NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
-
-
-class NotInitialized(ProtocolError):
-    """A hook arrived before ``initialize``."""
-
-    def __init__(self) -> None:
-        super().__init__("a hook arrived before initialize")
+# The exit codes the sidecar sets (README, Exit codes): the highest one applies, and rc.8's own
+# 1 for a failed turn stays when the sidecar has nothing to add.
+EXIT_FAILED = 1
+EXIT_MOCK_REFUSED = 3
 
 
 class Sidecar:
@@ -112,8 +110,7 @@ class Sidecar:
         ask_execute = config.tool_cassette is not None or config.trace is not None
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
-                config.subagent_cassette, cwd=params.cwd,
-                host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+                config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
             )
             hooks.append("subagent")
             if self.mock is not None:
@@ -122,7 +119,7 @@ class Sidecar:
                 self.mock.replayed_delegation = REPLAYED_DELEGATION
         if config.model_cassette is not None:
             self.model = ModelHooks.open(
-                config.model_cassette, cwd=params.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
+                config.model_cassette, cwd=config.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
                 trace=self.trace, children_owned=self.subagents is not None,
             )
             hooks.append("model")
@@ -140,30 +137,37 @@ class Sidecar:
         """Close every feature; report the errors that must fail the DSH process."""
         errors: list[SidecarError] = list(self.startup_errors)
         notes: list[str] = []
+        mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = self.tools.close(interruption)
+            tool_errors, notes = await self.tools.close(interruption)
             errors.extend(tool_errors)
         if self.mock is not None:
-            errors.extend(self.mock.close())
+            mock_fixes = self.mock.close()
         if self.subagents is not None:
-            subagent_errors, subagent_notes = self.subagents.close(interruption)
+            subagent_errors, subagent_notes = await self.subagents.close(interruption)
             errors.extend(subagent_errors)
             notes.extend(subagent_notes)
         if self.model is not None:
-            model_errors, model_notes = self.model.close()
+            model_errors, model_notes = await self.model.close()
             errors.extend(model_errors)
             notes.extend(model_notes)
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         # Several errors often share one fix (a mismatch and the records it left unconsumed).
-        fixes = list(dict.fromkeys(e.hint for e in errors if e.hint))
+        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
         result = ShutdownResult(
-            exitCode=1 if errors else 0, errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
         )
         if self.config is not None and self.config.report is not None:
             write_report(self.config.report, self._report(errors, result))
         return result
+
+    def _exit_code(self, errors: list[SidecarError]) -> int:
+        """The DSH process's exit code as far as the sidecar decides it (README, Exit codes)."""
+        if self.mock is not None and self.mock.refused:
+            return EXIT_MOCK_REFUSED
+        return EXIT_FAILED if errors else 0
 
     def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
         cassettes = []
@@ -197,15 +201,15 @@ class Sidecar:
 
     def _tool_hooks(self) -> ToolHooks:
         if self.tools is None:
-            raise NotInitialized
+            raise NotInitialized("a tools hook")
         return self.tools
 
     def _mock(self) -> MockDriver:
         if self.mock is None:
-            raise NotInitialized
+            raise NotInitialized("an llm hook")
         return self.mock
 
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         return self._tool_hooks().execute(params)
 
@@ -213,12 +217,13 @@ class Sidecar:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
         return self._tool_hooks().post_execute(params)
 
-    def tools_result(self, params: ResultParams) -> None:
+    def tools_result(self, params: ResultParams) -> Later | None:
         """``tools/result`` notification: the final outcome."""
-        self._tool_hooks().result(params)
+        written = self._tool_hooks().result(params)
         if self.config is not None and self.config.report is not None:
             value = params.result.value
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
+        return written
 
     async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
         """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
@@ -236,7 +241,7 @@ class Sidecar:
 
     def _subagents(self) -> SubagentHooks:
         if self.subagents is None:
-            raise NotInitialized
+            raise NotInitialized("a subagent hook")
         return self.subagents
 
     def subagent_hello(self, params: UpstreamFacts) -> Empty:
@@ -244,7 +249,7 @@ class Sidecar:
         self._subagents().hello(params)
         return Empty()
 
-    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision:
+    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 
@@ -252,29 +257,27 @@ class Sidecar:
         """``subagent/published`` notification."""
         self._subagents().published(params)
 
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Empty:
-        """``subagent/outcome``: a forwarded run settled."""
-        self._subagents().outcome(params)
-        return Empty()
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later:
+        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
+        return self._subagents().outcome(params)
 
     def _model(self) -> ModelHooks:
         if self.model is None:
-            raise NotInitialized
+            raise NotInitialized("a model hook")
         return self.model
 
     def model_request(self, params: ModelRequestParams) -> ModelDecision:
         """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
         return self._model().request(params)
 
-    def model_recorded(self, params: ModelRecordedParams) -> Empty:
+    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
         """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        self._model().recorded(params)
-        return Empty()
+        return self._model().recorded(params)
 
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""
         if self.config is None:
-            raise NotInitialized
+            raise NotInitialized("session/turn")
         if params.phase == "start":
             self.turns.start(params.sessionId, params.turn)
         else:
@@ -291,8 +294,3 @@ class Sidecar:
     def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
         return self._mock().command(params)
-
-
-def report(error: SidecarError) -> None:
-    """Print a named error on stderr (the shim forwards our stderr to the host's)."""
-    sys.stderr.write(f"dsh-sidecar: {error}\n")

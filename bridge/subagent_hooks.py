@@ -4,20 +4,22 @@ The shim registers a provider whose ``start()`` asks ``subagent/start``; the cas
 ``forward`` (record: the shim calls the upstream provider object's ``start()`` and reports
 ``subagent/published`` and ``subagent/outcome``) or ``replay`` (the shim returns a run with a
 fresh id, ``localAgent: undefined`` and the recorded outcome). A miss is an error answer, so
-``start()`` rejects and the delegating tool sees it.
+``start()`` rejects and the delegating tool sees it. Recorded lines go to a ``LineWriter``:
+the answers that depend on them (the first ``start``, after its header; every ``outcome``) are
+``Later`` answers sent once the lines are durable, while the reader serves other requests.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from collections.abc import Mapping
-from typing import Any
 
-import msgspec
+import anyio
 
+from bridge.later import Later
+from bridge.line_writer import LineWriter, Ticket
 from bridge.protocol import (
+    Empty,
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
@@ -25,17 +27,18 @@ from bridge.protocol import (
     SubagentStartParams,
 )
 from bridge.trace import Trace
-from python_core.errors import ConfigError, SidecarError
+from python_core.cassette_io import display_name
+from python_core.errors import SidecarError
 from python_core.subagent_cassette import (
+    CassetteConfig,
     CloseReport,
     Forward,
     Miss,
     SubagentCassette,
     UpstreamFacts,
-    parse_config,
 )
+from python_core.subagent_cassette.engine import Decision
 from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
-from python_core.subagent_cassette.store import display_name
 from python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
@@ -48,23 +51,19 @@ class SubagentHooks:
         self.cassette = cassette
         self.setup = setup
         self.trace = trace
+        file = cassette.writer
+        self.writer = None if file is None else LineWriter(file.write_lines, cassette.write_failed)
         self.closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, raw: Mapping[str, Any], *, cwd: str, host_version: str | None, trace: Trace) -> SubagentHooks:
-        """Parse the ``subagentCassette`` section and open the cassette.
+    def open(cls, config: CassetteConfig, *, host_version: str | None, trace: Trace) -> SubagentHooks:
+        """Open the cassette of the parsed ``subagentCassette`` section (``file`` already resolved).
 
         Raises:
-            ConfigError: the section is invalid (names the field).
             SidecarError: the cassette cannot be opened (locked, exists, invalid, wrong target).
         """
-        try:
-            config = parse_config(raw)
-        except ConfigError as error:
-            # Name the field as the user wrote it in the row: `subagentCassette.<field>`.
-            raise ConfigError(f"subagentCassette.{error.field}", error.reason) from None
-        config = msgspec.structs.replace(config, file=os.path.join(cwd, config.file))
-        cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time)
+        cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time,
+                                         deferred=True)
         name, upstream = config.provider.names()
         return cls(cassette, SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES)), trace)
 
@@ -73,10 +72,31 @@ class SubagentHooks:
         self.cassette.on_upstream(facts)
         self.trace.write("subagent/hello", upstream=facts.name)
 
-    def start(self, params: SubagentStartParams) -> SubagentDecision:
+    def _queued(self) -> Ticket | None:
+        lines = self.cassette.take_writes()
+        return self.writer.submit(lines) if lines and self.writer is not None else None
+
+    def start(self, params: SubagentStartParams) -> SubagentDecision | Later:
         """Decide one ``start()``: forward to the upstream, replay, or refuse with a miss."""
         request = start_request(params.request, params.parent, signal_aborted=params.signalAborted)
         decision = self.cassette.on_start(request)
+        ticket = self._queued()
+        if ticket is not None:
+            return Later(self._start_written(decision, ticket))
+        return self._decided(decision)
+
+    async def _start_written(self, decision: Decision, ticket: Ticket) -> SubagentDecision:
+        await self._written(ticket)
+        return self._decided(decision)
+
+    async def _written(self, ticket: Ticket) -> None:
+        """Wait for ``ticket``'s lines; a lost line fails the answer and the recording."""
+        assert self.writer is not None
+        failure = await self.writer.written(ticket)
+        if failure is not None:
+            raise failure
+
+    def _decided(self, decision: Decision) -> SubagentDecision:
         if isinstance(decision, Miss):
             if decision.diagnostic is not None:
                 diag = decision.diagnostic
@@ -100,20 +120,40 @@ class SubagentHooks:
         """A forwarded run was published (its child id keys grandchildren)."""
         self.cassette.on_published(params.handle, params.childId)
 
-    def outcome(self, params: SubagentOutcomeParams) -> None:
-        """A forwarded run settled: append it (fsync-ed before this returns)."""
+    def outcome(self, params: SubagentOutcomeParams) -> Later:
+        """A forwarded run settled: answered once its interaction is fsync-ed."""
         self.cassette.on_outcome(params.handle, params.outcome)
         self.trace.write("subagent/outcome", callKey=params.handle.callKey)
+        return Later(self._outcome_written(self._queued()))
 
-    def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
+    async def _outcome_written(self, ticket: Ticket | None) -> Empty:
+        if ticket is not None:
+            await self._written(ticket)
+        return Empty()
+
+    async def _close_file(self) -> SidecarError | None:
+        """Write what is queued (abandoned runs included), then release the file and its lock."""
+        failure = None
+        if self.writer is not None:
+            failure = await self.writer.written(self.writer.submit(self.cassette.take_writes()))
+        if self.cassette.writer is not None:
+            await anyio.to_thread.run_sync(self.cassette.writer.close)
+        return failure
+
+    async def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
         """Close the cassette; return its errors and a summary line.
 
         A recording whose turn did not really end (``interruption``) fails the run: the
         format has no completeness mark, so the file keeps the settled interactions only.
         """
+        if self.writer is not None:
+            await self.writer.drain()
         report = self.closed = self.cassette.close()
         s = report.stats
         errors: list[SidecarError] = list(report.errors)
+        failure = await self._close_file()
+        if failure is not None and failure not in errors:
+            errors.append(failure)
         if interruption is not None and s.mode == "record" and s.started:
             errors.append(RecordingInterrupted(
                 f"subagent cassette {display_name(self.cassette.config.file)}", interruption,

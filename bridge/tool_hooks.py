@@ -2,13 +2,18 @@
 
 Every forwarded call is traced; calls of tools the cassette selects go to its session, whose
 decisions (pass through, serve a recorded outcome, refuse) become wire answers here. Without
-a ``toolCassette`` section every call passes through.
+a ``toolCassette`` section every call passes through. A recording's lines go to a
+``LineWriter``: the ``tools/execute`` answer of a recorded call is a ``Later`` sent once its
+``call/start`` line is durable, while the reader serves other requests.
 """
 
 from __future__ import annotations
 
+import anyio
 from msgspec import UNSET
 
+from bridge.later import Later
+from bridge.line_writer import LineWriter, Ticket
 from bridge.mock_driver import MockDriver
 from bridge.protocol import (
     ExecuteDecision,
@@ -25,8 +30,10 @@ from python_core.tool_cassette.engine import (
     ExecuteEvent,
     Passthrough,
     PostEvent,
+    RecordSession,
     Refuse,
     ResultEvent,
+    Serve,
     ToolCassetteSession,
     ToolResult,
 )
@@ -48,7 +55,13 @@ class ToolHooks:
         self.trace = trace
         self.mock = mock
         self.cassette = cassette
+        self.recording = cassette if isinstance(cassette, RecordSession) else None
+        self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
+
+    def _failed(self, error: SidecarError) -> None:
+        assert self.recording is not None
+        self.recording.write_failed(None, error)
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
@@ -57,34 +70,56 @@ class ToolHooks:
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
-        cassette = None if config is None else ToolCassetteSession.open(config)
+        cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
         return cls(trace, mock, cassette)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
         return cassette if cassette is not None and cassette.selects(tool) else None
 
-    def execute(self, params: ExecuteParams) -> ExecuteDecision:
-        """Decide a call entering ``tools/execute``."""
+    def _queued(self) -> Ticket | None:
+        """Submit the lines the recording just sealed, if any."""
+        if self.recording is None or self.writer is None:
+            return None
+        lines = self.recording.take_writes()
+        return self.writer.submit(lines) if lines else None
+
+    def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
+        """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
         cassette = self._selected(params.tool)
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
+        if cassette is None:
+            return self._decided(params, None)
+        try:
+            outcome = cassette.on_execute(
+                ExecuteEvent(handle=params.handle, path=params.path, tool=params.tool,
+                             args_json=params.args.encode())
+            )
+        except SidecarError as error:
+            outcome = Refuse(error=error)
+        ticket = self._queued()
+        if ticket is None:
+            return self._decided(params, outcome)
+        return Later(self._execute_written(params, outcome, ticket))
+
+    async def _execute_written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
+                               ticket: Ticket) -> ExecuteDecision:
+        assert self.writer is not None and self.recording is not None
+        failure = await self.writer.written(ticket)
+        if failure is not None:
+            outcome = self.recording.write_failed(params.handle, failure) or outcome
+        return self._decided(params, outcome)
+
+    def _decided(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse | None) -> ExecuteDecision:
         decision = _NEXT
-        if cassette is not None:
-            try:
-                outcome = cassette.on_execute(
-                    ExecuteEvent(handle=params.handle, path=params.path, tool=params.tool,
-                                 args_json=params.args.encode())
-                )
-            except SidecarError as error:
-                outcome = Refuse(error=error)
-            if isinstance(outcome, Refuse):
-                decision = ExecuteDecision(action="refuse", code=outcome.error.code, message=str(outcome.error))
-            elif not isinstance(outcome, Passthrough):
-                decision = ExecuteDecision(
-                    action="serve", result=outcome.result, deferContexts=outcome.additionalContexts,
-                    cancellation=outcome.cancellation,
-                )
+        if isinstance(outcome, Refuse):
+            decision = ExecuteDecision(action="refuse", code=outcome.error.code, message=str(outcome.error))
+        elif isinstance(outcome, Serve):
+            decision = ExecuteDecision(
+                action="serve", result=outcome.result, deferContexts=outcome.additionalContexts,
+                cancellation=outcome.cancellation,
+            )
         self.trace.write(
             "tools/execute", tool=params.tool, path=params.path, handle=params.handle, action=decision.action,
         )
@@ -106,11 +141,13 @@ class ToolHooks:
             return _ACCEPT
         return PostExecuteDecision(action="refuse", message=str(refused.error))
 
-    def result(self, params: ResultParams) -> None:
-        """See the final outcome."""
+    def result(self, params: ResultParams) -> Later | None:
+        """See the final outcome; a recorded one is written off the reader."""
         self.trace.write("tools/result", tool=params.tool, path=params.path, handle=params.handle)
         if self.mock is not None:
-            self.mock.observe(params.callId, params.tool, params.result.isError, _code(params.result))
+            result = params.result
+            message = None if result.error is UNSET else result.error.message
+            self.mock.observe(params.callId, params.tool, result.isError, _code(result), message)
         cassette = self._selected(params.tool)
         if cassette is not None:
             try:
@@ -120,15 +157,40 @@ class ToolHooks:
                 )
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
+            ticket = self._queued()
+            # No answer waits for a result line; it is written by the next batch, now.
+            if ticket is not None and self.writer is not None and not self.writer.flushed_anyway():
+                return Later(self.writer.written(ticket))
+        return None
 
-    def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
+    async def _close_recording(self, recording: RecordSession, writer: LineWriter,
+                               interruption: str | None) -> CloseReport:
+        """Write what is queued, then the tail, then publish: each step after the previous is durable."""
+        await writer.drain()
+        publish = recording.finish(interruption)
+        failure = await writer.written(writer.submit(recording.take_writes()))
+        published = False
+        if publish and failure is None:
+            try:
+                await anyio.to_thread.run_sync(recording.recorder.publish)
+                published = True
+            except SidecarError as error:
+                failure = error
+        recording.recorder.abandon()
+        return recording.report(interruption, failure if publish else None, published)
+
+    async def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:
         """Finish the cassette; return the errors that fail the run and a summary line.
 
         ``interruption`` (from the turn ledger) keeps a recording's partial unpublished.
         """
         if self.cassette is None:
             return [], []
-        report = self.closed = self.cassette.close(interruption)
+        if self.recording is not None and self.writer is not None:
+            report = await self._close_recording(self.recording, self.writer, interruption)
+        else:
+            report = self.cassette.close(interruption)
+        self.closed = report
         stats = report.stats
         note = (
             f"tool cassette {stats.mode}: {stats.selected} selected calls, "

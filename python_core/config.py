@@ -1,72 +1,51 @@
-"""The plugin row's config, parsed once at ``initialize`` into a frozen value.
+"""The plugin row's config, parsed once at ``initialize`` into one closed tree of frozen Structs.
 
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
-``modelCassette``, ``trace``, ``report``. Each feature section is parsed by its own package; an
-unknown key anywhere is a ``ConfigError`` naming the field, so a typo fails the DSH boot instead
-of being ignored.
+``modelCassette``, ``trace``, ``report``. Each feature section is parsed by its own package's
+config module; paths come out resolved against the DSH cwd and checked (``config_paths``).
+Every refusal, at any depth, is a ``ConfigError`` naming the field, so a typo fails the DSH boot
+instead of being ignored; nothing is opened or created before the whole tree parsed.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from python_core.canonical import DEPTH_REASON, value_too_deep
+from python_core.config_fields import ConfigSection
 from python_core.config_paths import check_nul, check_path
 from python_core.errors import ConfigError
+from python_core.mock.config import MockConfig
+from python_core.mock.config import parse_config as parse_mock
+from python_core.model_cassette.config import ModelCassetteConfig
+from python_core.model_cassette.config import parse_config as parse_model_cassette
+from python_core.subagent_cassette.config import CassetteConfig as SubagentCassetteConfig
+from python_core.subagent_cassette.config import parse_section as parse_subagent_cassette
 from python_core.tool_cassette.config import ToolCassetteConfig
 from python_core.tool_cassette.config import parse_config as parse_tool_cassette
 
-__all__ = ["MockConfig", "SidecarConfig", "parse_sidecar_config"]
+__all__ = ["SidecarConfig", "parse_sidecar_config"]
 
 _TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report")
 
 
-@dataclass(frozen=True)
-class MockConfig:
-    """The ``mock`` section: the ``mock`` model route and its default gap between steps."""
-
-    enabled: bool = True
-    default_gap_ms: int = 100
-    nested_tools: tuple[str, ...] = ()
-    """Extra tool names a replay refuses as nested (renamed delegation rows, own composites)."""
-
-
-@dataclass(frozen=True)
-class SidecarConfig:
+class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     """Everything the sidecar was configured with, resolved against the DSH cwd."""
 
     cwd: str
+    python: tuple[str, ...] = ()
+    """The interpreter command the shim starts (empty: the installing interpreter)."""
     tool_cassette: ToolCassetteConfig | None = None
-    mock: MockConfig = MockConfig()
-    subagent_cassette: Mapping[str, Any] | None = None
-    model_cassette: Mapping[str, Any] | None = None
-    """Parsed by ``python_core.model_cassette`` when the sidecar opens it."""
+    mock: MockConfig = msgspec.field(default_factory=MockConfig)
+    subagent_cassette: SubagentCassetteConfig | None = None
+    model_cassette: ModelCassetteConfig | None = None
     trace: str | None = None
     report: str | None = None
     """Where the run report goes at shutdown (written by the run API's runs)."""
-
-
-def _parse_mock(raw: object) -> MockConfig:
-    if raw is None:
-        return MockConfig()
-    if not isinstance(raw, dict):
-        raise ConfigError("mock", "must be an object")
-    for key in raw:
-        if key not in ("enabled", "defaultGapMs", "nestedTools"):
-            raise ConfigError(f"mock.{key}", "unknown key")
-    enabled = raw.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ConfigError("mock.enabled", "must be true or false")
-    gap = raw.get("defaultGapMs", 100)
-    if not isinstance(gap, int) or isinstance(gap, bool) or not 0 <= gap <= 3_600_000:
-        raise ConfigError("mock.defaultGapMs", "must be an integer from 0 to 3600000")
-    nested = raw.get("nestedTools", [])
-    if not isinstance(nested, list) or not all(isinstance(n, str) and n for n in nested):
-        raise ConfigError("mock.nestedTools", "must be a list of tool names")
-    return MockConfig(enabled=enabled, default_gap_ms=gap, nested_tools=tuple(nested))
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
@@ -86,6 +65,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     ):
         raise ConfigError("python", "must be a list of non-empty strings")
     tool_cassette = raw.get("toolCassette")
+    tool = None if tool_cassette is None else parse_tool_cassette(tool_cassette, cwd=cwd)
     trace = raw.get("trace")
     if trace is not None and (not isinstance(trace, str) or not trace):
         raise ConfigError("trace", "must be a non-empty path")
@@ -98,16 +78,24 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     model = raw.get("modelCassette")
     if model is not None and not isinstance(model, dict):
         raise ConfigError("modelCassette", "must be an object")
+    mock = raw.get("mock")
+    parsed_mock = MockConfig() if mock is None else parse_mock(mock)
+    trace_path = None if trace is None else os.path.join(cwd, trace)
+    report_path = None if report is None else os.path.join(cwd, report)
+    _check_files(tool, trace_path, report_path, subagent, cwd)
     config = SidecarConfig(
         cwd=cwd,
-        tool_cassette=None if tool_cassette is None else parse_tool_cassette(tool_cassette, cwd=cwd),
-        mock=_parse_mock(raw.get("mock")),
-        subagent_cassette=subagent,
-        model_cassette=model,
-        trace=None if trace is None else os.path.join(cwd, trace),
-        report=None if report is None else os.path.join(cwd, report),
+        python=tuple(python or ()),
+        tool_cassette=tool,
+        mock=parsed_mock,
+        subagent_cassette=None if subagent is None else parse_subagent_cassette(subagent, cwd=cwd),
+        model_cassette=None if model is None else parse_model_cassette(model, cwd=cwd),
+        trace=trace_path,
+        report=report_path,
     )
-    _check_files(config)
+    if config.model_cassette is not None:
+        check_path("modelCassette.file", config.model_cassette.file,
+                   "read" if config.model_cassette.mode == "replay" else "write")
     return config
 
 
@@ -128,14 +116,19 @@ def _refuse_nulls(raw: Mapping[str, Any], cwd: str) -> None:
         check_nul("subagentCassette.file", subagent["file"])
 
 
-def _check_files(config: SidecarConfig) -> None:
-    """Check every path a feature will open (see ``python_core.config_paths``)."""
-    if config.tool_cassette is not None:
-        check_path("toolCassette.file", config.tool_cassette.file,
-                   "write" if config.tool_cassette.mode == "record" else "read")
-    if config.trace is not None:
-        check_path("trace", config.trace, "write")
-    subagent = config.subagent_cassette
+def _check_files(tool: ToolCassetteConfig | None, trace: str | None, report: str | None,
+                 subagent: Mapping[str, Any] | None, cwd: str) -> None:
+    """Check every path a feature will open (see ``python_core.config_paths``).
+
+    The subagent file is checked before its section parses, so an unusable path is named as
+    a path (a lone surrogate: "no file can have that name") rather than as a string value.
+    """
+    if tool is not None:
+        check_path("toolCassette.file", tool.file, "write" if tool.mode == "record" else "read")
+    if trace is not None:
+        check_path("trace", trace, "write")
+    if report is not None:
+        check_path("report", report, "write")
     if subagent is not None and isinstance(subagent.get("file"), str) and subagent["file"].strip():
-        check_path("subagentCassette.file", os.path.join(config.cwd, subagent["file"]),
+        check_path("subagentCassette.file", os.path.join(cwd, subagent["file"]),
                    "read" if subagent.get("mode") == "replay" else "write")

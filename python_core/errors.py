@@ -1,8 +1,9 @@
 """The one error tree of dsh-sidecar.
 
-Every failure a user can meet is a ``SidecarError`` subclass with a class-level ``code`` and
-``exit_code``. Messages are built from typed, structural fields only: tool names, call paths,
-ordinals, fingerprints, ``file:line``. Never raw arguments, results, secrets or absolute paths.
+Every failure a user can meet is a ``SidecarError`` subclass with a class-level ``code`` (a
+command's exit code comes from ``python_core.cli_errors``'s one table, not from the error).
+Messages are built from typed, structural fields only: tool names, call paths, ordinals,
+fingerprints, ``file:line``. Never raw arguments, results, secrets or absolute paths.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 __all__ = [
     "CanonicalJsonError",
     "ConfigError",
-    "IncidentError",
     "ProtocolError",
     "SidecarError",
-    "SidecarUnavailable",
     "printable",
 ]
 
@@ -38,7 +37,6 @@ class SidecarError(Exception):
     """Base of every named dsh-sidecar failure."""
 
     code: str = "SIDECAR_ERROR"
-    exit_code: int = 1
     hint: str = ""
     """How to fix it, when one sentence can say so; shown on its own line after the error."""
 
@@ -59,7 +57,6 @@ class ConfigError(SidecarError):
     """A plugin or CLI configuration value is invalid; names the field, never its value."""
 
     code = "INVALID_CONFIG"
-    exit_code = 2
     hint = "correct that key in the `sidecar` row's config (your profile's cordis.patch.yml or the --patch file)"
 
     def __init__(self, field: str, reason: str, *, hint: str | None = None) -> None:
@@ -87,18 +84,3 @@ class ProtocolError(SidecarError):
 
     code = "PROTOCOL_ERROR"
 
-
-class SidecarUnavailable(SidecarError):
-    """The sidecar process is gone; every call fails closed."""
-
-    code = "SIDECAR_UNAVAILABLE"
-
-
-class IncidentError(SidecarError):
-    """An unexpected internal failure; the traceback went to stderr under ``incident``."""
-
-    code = "INTERNAL"
-
-    def __init__(self, incident: str) -> None:
-        super().__init__(f"internal error, incident {incident} (traceback on stderr)")
-        self.incident = incident

@@ -3,7 +3,9 @@ conversion, replay path policy and the sans-I/O plan the bridge drives (docs/moc
 
 from __future__ import annotations
 
+from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
 from python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
+from python_core.mock.machine import TURN_TRANSITIONS, MockTurns
 from python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
 from python_core.mock.paths import resolve_replay_path
 from python_core.mock.plan import (
@@ -18,30 +20,33 @@ from python_core.mock.plan import (
     refused_status,
 )
 from python_core.mock.script import Script, encode_script, validate_script
-from python_core.mock.sessions import MockSessions
 from python_core.mock.source import load_script, load_source, read_source, source_name_for
 
 __all__ = [
     "DEFAULT_NESTED_TOOLS",
+    "TURN_TRANSITIONS",
     "EmitFinal",
     "EmitToolCalls",
     "MockPlan",
-    "MockSessions",
     "MockStatus",
+    "MockTurns",
     "ObservedResult",
     "ReplayCommand",
     "RunCommand",
     "Script",
     "Stop",
     "ToolCall",
+    "assemble_plan",
     "auxiliary_answer",
     "encode_script",
+    "find_command",
     "load_script",
     "load_source",
     "parse_arguments",
     "parse_command",
     "read_source",
     "refused_status",
+    "refused_turn_status",
     "reject_nested_tools",
     "resolve_replay_path",
     "source_name_for",

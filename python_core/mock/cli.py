@@ -1,17 +1,15 @@
 """``dsh-sidecar mock``: validate and convert replay sources offline.
 
-Exit codes (one policy for every dsh-sidecar CLI): 0 ok; 1 invalid or unreadable input
-(``INVALID_SCRIPT``, ``CONVERSION_MISMATCH``, ``SOURCE_UNREADABLE``); 2 usage (click). Errors go
-to stderr as one ``CODE: message`` line.
+Exit codes: ``python_core.cli_errors``'s table (0 ok; 1 invalid or unreadable input,
+``INVALID_SCRIPT``, ``CONVERSION_MISMATCH``, ``SOURCE_UNREADABLE``; 2 usage). Errors go to
+stderr as one ``CODE: message`` line.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import NoReturn
-
 import click
 
+from python_core.cli_errors import NamedFailure
 from python_core.errors import SidecarError
 from python_core.mock.script import encode_script, executable_steps, script_id
 from python_core.mock.source import load_source, read_source, source_name_for
@@ -22,11 +20,6 @@ __all__ = ["mock"]
 @click.group("mock")
 def mock() -> None:
     """Deterministic mock model: check and convert replay sources."""
-
-
-def _fail(error: SidecarError) -> NoReturn:
-    click.echo(str(error), err=True)
-    sys.exit(error.exit_code)
 
 
 @mock.command("validate")
@@ -40,7 +33,7 @@ def validate(file: str, turn: int | None) -> None:
             read_source(file, source=name, follow=True), source_name=name, preserve_timing=True, turn=turn
         )
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
     steps = executable_steps(script)
     calls = sum(len(step.calls) for step in steps)
     waits = sum(1 for step in steps if step.wait_before is not None)
@@ -67,5 +60,5 @@ def convert(session_jsonl: str, preserve_timing: bool, turn: int | None) -> None
             turn=turn,
         )
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
     click.echo(encode_script(script).decode())

@@ -15,6 +15,7 @@ Anything else (JavaScript, single quotes, unquoted keys, comments, a second call
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Final
 
@@ -23,6 +24,7 @@ import msgspec
 from python_core.canonical import loads_strict
 from python_core.errors import CanonicalJsonError
 from python_core.mock.errors import InvalidCommand, InvalidScript
+from python_core.mock.nearmiss import closest_subcommand, is_near_miss
 from python_core.mock.script import MAX_WAIT_MS, Script, validate_script
 
 __all__ = [
@@ -96,6 +98,12 @@ def parse_command(text: str) -> RunCommand | ReplayCommand:
     """
     stripped = text.lstrip(_WS)
     offset = len(text) - len(stripped)
+    meant = is_near_miss(stripped)
+    if meant is not None:
+        suggestion = f"{_PREFIX} {meant}".rstrip()
+        raise InvalidCommand(
+            offset + 1, f"a misspelt /mock command; did you mean {suggestion}? It was not sent to the model"
+        )
     if not stripped.startswith(_PREFIX) or stripped[len(_PREFIX) : len(_PREFIX) + 1] not in (
         "",
         *_WS,
@@ -127,6 +135,9 @@ def _parse_body(body: str, base: int) -> RunCommand | ReplayCommand:
         return _parse_replay(cur)
     if not verb:
         raise cur.error("expected run or replay after /mock", start)
+    meant = closest_subcommand(verb)
+    if meant is not None:
+        raise cur.error(f"unknown subcommand; did you mean {meant}?", start)
     raise cur.error("unknown subcommand; expected run or replay", start)
 
 
@@ -215,7 +226,8 @@ def _parse_call(cur: _Cursor) -> dict[str, object]:
     try:
         args = loads_strict(cur.text[cur.pos : end])
     except CanonicalJsonError as exc:
-        raise cur.error(_json_reason(name, exc.reason)) from None
+        offset, token = _syntax_error_at(cur.text[cur.pos : end]) if exc.reason == "not valid JSON" else (0, None)
+        raise cur.error(_json_reason(name, exc.reason, token), cur.pos + offset) from None
     cur.pos = end
     cur.skip_ws()
     if cur.peek() != ")":
@@ -224,7 +236,24 @@ def _parse_call(cur: _Cursor) -> dict[str, object]:
     return {"tool": name, "args": args}
 
 
-def _json_reason(name: str, reason: str) -> str:
+def _syntax_error_at(text: str) -> tuple[int, str | None]:
+    """Where plain JSON decoding of ``text`` stops, and the token there when it has a name.
+
+    The decoder stops at a trailing comma's closer; the offending token is the comma.
+    """
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as exc:
+        before = text[: exc.pos].rstrip(_WS)
+        if text[exc.pos : exc.pos + 1] in ("}", "]") and before.endswith(","):
+            return len(before) - 1, "a trailing comma"
+        return exc.pos, None
+    return 0, None
+
+
+def _json_reason(name: str, reason: str, token: str | None = None) -> str:
+    if token is not None:
+        return f"the arguments of {name} are not valid JSON: {token}"
     if reason == "not valid JSON":
         return (
             f"the arguments of {name} are not valid JSON "

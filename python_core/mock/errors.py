@@ -19,6 +19,7 @@ __all__ = [
     "MissingSessionId",
     "MockCancelled",
     "MockError",
+    "MockIllegalEvent",
     "PathRefused",
     "PlanClosed",
     "SessionsDisposed",
@@ -96,11 +97,18 @@ class UnsupportedNestedTool(MockError):
 
 
 class _ToolStop(MockError):
-    """A real tool result reported an error; the plan stopped its later steps."""
+    """A real tool result reported an error; the plan stopped its later steps.
 
-    def __init__(self, tool: str, call_id: str, step: int, skipped: int, detail: str = "") -> None:
+    ``detail`` follows the step (a runtime code, a schema reason); ``where`` says where the
+    full runtime message is.
+    """
+
+    def __init__(
+        self, tool: str, call_id: str, step: int, skipped: int, detail: str = "", where: str = ""
+    ) -> None:
+        tail = f"; {where}" if where else ""
         super().__init__(
-            f"{tool} ({call_id}) failed at step {step}{detail}; {skipped} later step(s) stopped"
+            f"{tool} ({call_id}) failed at step {step}{detail}; {skipped} later step(s) stopped{tail}"
         )
         self.tool = tool
         self.call_id = call_id
@@ -126,10 +134,10 @@ class ToolFailedStop(_ToolStop):
     code = "TOOL_FAILED"
 
     def __init__(
-        self, tool: str, call_id: str, step: int, skipped: int, runtime_code: str | None
+        self, tool: str, call_id: str, step: int, skipped: int, runtime_code: str | None, where: str = ""
     ) -> None:
         detail = "" if runtime_code is None else f" with runtime code {runtime_code}"
-        super().__init__(tool, call_id, step, skipped, detail)
+        super().__init__(tool, call_id, step, skipped, detail, where)
         self.runtime_code = runtime_code
 
 
@@ -174,6 +182,17 @@ class PlanClosed(MockError):
     def __init__(self, state: str) -> None:
         super().__init__(f"the mock plan is {state}; it emits no further response")
         self.state = state
+
+
+class MockIllegalEvent(MockError):
+    """An event the turn machine's table does not allow in the turn's state; nothing changed."""
+
+    code = "MOCK_ILLEGAL_EVENT"
+
+    def __init__(self, state: str, event: str) -> None:
+        super().__init__(f"event {event} is not allowed in mock turn state {state}; nothing changed")
+        self.state = state
+        self.event = event
 
 
 class MissingSessionId(MockError):

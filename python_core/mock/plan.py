@@ -37,6 +37,7 @@ from python_core.mock.errors import (
     UnknownToolStop,
     UnsupportedNestedTool,
 )
+from python_core.mock.reasons import full_message_hint, schema_reasons
 from python_core.mock.script import MAX_WAIT_MS, Script, executable_steps, script_id
 
 __all__ = [
@@ -124,7 +125,7 @@ class ObservedResult(msgspec.Struct, frozen=True):
     """A tool result the model sees since the plan's previous response.
 
     ``session_id`` is the session the result was observed in, when the bridge knows it; a
-    result from another session is refused.
+    result from another session is refused. ``error_message`` is the runtime's message.
     """
 
     call_id: str
@@ -132,6 +133,8 @@ class ObservedResult(msgspec.Struct, frozen=True):
     is_error: bool
     error_code: str | None = None
     session_id: str | None = None
+    error_message: str | None = None
+    """The runtime's error message; only schema reasons of known shapes are ever shown."""
 
 
 class MockStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -305,7 +308,7 @@ class MockPlan:
             if result.is_error:
                 self._failed_tool = call.name
                 self._runtime_code = result.error_code
-                return _stop_for(result, step, len(self._steps) - step)
+                return _stop_for(result, step, len(self._steps) - step, self.session_id)
         return None
 
     def _foreign(
@@ -430,14 +433,20 @@ def refused_status(
     )
 
 
-def _stop_for(result: ObservedResult, step: int, skipped: int) -> MockError:
+def _stop_for(result: ObservedResult, step: int, skipped: int, session_id: str) -> MockError:
     code = result.error_code
     if code == "UNKNOWN_TOOL":
         return UnknownToolStop(result.tool, result.call_id, step, skipped)
     if code == "INVALID_ARGS":
-        return InvalidArgsStop(result.tool, result.call_id, step, skipped)
+        reasons, complete = schema_reasons(result.error_message)
+        return InvalidArgsStop(
+            result.tool, result.call_id, step, skipped, "" if reasons is None else f": {reasons}",
+            "" if complete else full_message_hint(session_id),
+        )
     # Runtime codes are host identifiers; cap them so a message stays one readable line.
-    return ToolFailedStop(result.tool, result.call_id, step, skipped, code[:64] if code else None)
+    return ToolFailedStop(
+        result.tool, result.call_id, step, skipped, code[:64] if code else None, full_message_hint(session_id)
+    )
 
 
 _AUXILIARY: Final = {

@@ -2,8 +2,9 @@
 
 Rule: parse, call the store, print. Output names structural facts only (line, frame kind, lane
 and position, provider/model route, fingerprints, counts, finish kinds, message indexes, tool
-and option names), never prompt or answer text or the absolute path. Exit codes (the file CLIs'
-one policy): 0 valid/equivalent, 1 invalid or unreadable, 2 usage; ``diff`` 2 different.
+and option names), never prompt or answer text or the absolute path. Exit codes:
+``python_core.cli_errors``'s table (0 valid/equivalent, 1 invalid or unreadable, 2 usage or
+``diff`` found a difference).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import click
 import msgspec
 
 from python_core.canonical import digest_bytes
+from python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
 from python_core.errors import SidecarError
 from python_core.model_cassette.errors import short
 from python_core.model_cassette.format import PROTOCOL, CallFrame
@@ -27,8 +29,7 @@ def _verify_or_exit(file: str) -> VerifyReport:
     try:
         return verify_file(file)
     except SidecarError as error:
-        click.echo(str(error), err=True)
-        raise SystemExit(error.exit_code) from None
+        raise NamedFailure(error) from None
 
 
 @click.group()
@@ -43,7 +44,7 @@ def verify(file: str) -> None:
     report = _verify_or_exit(file)
     if report.error is not None:
         click.echo(str(report.error))
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
     lanes = ", ".join(f"{lane} {count}" for lane, count in report.lanes.items()) or "none"
     click.echo(f"valid: {PROTOCOL} v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
                "complete tail")
@@ -67,7 +68,7 @@ def inspect(file: str, as_json: bool) -> None:
     report = _verify_or_exit(file)
     if report.error is not None:
         click.echo(str(report.error))
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
     cassette = load(file)
     rows = [_call_row(c) for c in sorted(cassette.calls, key=lambda c: (c.lane, c.position))]
     if as_json:
@@ -125,8 +126,7 @@ def diff(a: str, b: str, as_json: bool) -> None:
         try:
             loaded.append(load(file))
         except SidecarError as error:
-            click.echo(f"{label}: {error}", err=True)
-            raise SystemExit(1) from None
+            raise NamedFailure(error, context=f"{label}: ") from None
     differences = diff_cassettes(*loaded)
     if as_json:
         click.echo(msgspec.json.encode({"equivalent": not differences, "differences": differences}).decode())
@@ -136,4 +136,4 @@ def diff(a: str, b: str, as_json: bool) -> None:
             click.echo(f"  {line}")
     else:
         click.echo(f"equivalent: {len(loaded[0].calls)} calls, same requests and answers")
-    raise SystemExit(2 if differences else 0)
+    raise SystemExit(EXIT_DIFFERENT if differences else EXIT_OK)

@@ -10,20 +10,18 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-import msgspec
-
+from python_core.config_fields import ConfigSection, Mode
 from python_core.errors import ConfigError
 
 __all__ = ["ModelCassetteConfig", "parse_config"]
 
-Mode = Literal["record", "replay"]
 _SECTION = "modelCassette"
 _KEYS = ("mode", "file", "requestView", "timing", "providers")
 # The sidecar's deterministic mock route needs no cassette; recording it would only echo the script.
 _NEVER_DEFAULT = frozenset({"mock"})
 
 
-class ModelCassetteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ModelCassetteConfig(ConfigSection, frozen=True):
     """Validated settings; ``file`` is already resolved against the DSH cwd."""
 
     mode: Mode

@@ -7,6 +7,10 @@ the partial when a call never finished. Replay: ``admit`` finds the recorded cal
 lane and position, compares fingerprints and answers ``Serve`` (zero provider requests) or
 raises a named mismatch; the first refusal poisons the replay, so every later call is refused.
 Calls to routes the config does not capture get ``Pass``.
+
+Sans I/O past ``open``: frames are sealed into lines that go to the file at once, or, when
+``deferred`` (the bridge), wait in ``take_writes`` for a store layer that writes them off the
+reader and reports a failure back (``write_failed``).
 """
 
 from __future__ import annotations
@@ -90,10 +94,12 @@ class ModelCassette:
     """One run's model cassette, in record or replay mode."""
 
     def __init__(self, config: ModelCassetteConfig, *, cwd: str, recorder: Recorder | None,
-                 calls: tuple[CallFrame, ...]) -> None:
+                 calls: tuple[CallFrame, ...], deferred: bool = False) -> None:
         self.config = config
         self.cwd = cwd
-        self._recorder = recorder
+        self.recorder = recorder
+        self._deferred = deferred
+        self._writes: list[bytes] = []
         self._slots = {(c.lane, c.position): c for c in calls}
         self._consumed: set[tuple[str, int]] = set()
         self._next_position: dict[str, int] = {}
@@ -106,8 +112,11 @@ class ModelCassette:
         self._closed: CloseReport | None = None
 
     @classmethod
-    def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str) -> ModelCassette:
+    def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str,
+             deferred: bool = False) -> ModelCassette:
         """Create the partial and write the header (record), or load and verify the file (replay).
+
+        ``deferred``: later lines wait in ``take_writes`` instead of being written at once.
 
         Raises:
             ModelCassetteExists: record mode and the file or its partial exists.
@@ -119,7 +128,7 @@ class ModelCassette:
         recorder = Recorder.create(config.file)
         recorder.append(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
                                     requestView=config.requestView, host=host_version))
-        return cls(config, cwd=cwd, recorder=recorder, calls=())
+        return cls(config, cwd=cwd, recorder=recorder, calls=(), deferred=deferred)
 
     @property
     def name(self) -> str:
@@ -145,7 +154,7 @@ class ModelCassette:
         self._next_position[lane] = position + 1
         self._handles += 1
         handle = self._handles
-        if self._recorder is not None:
+        if self.recorder is not None:
             self._pending[handle] = _Pending(lane, position, view)
             return Forward(handle)
         return self._serve(handle, lane, position, view)
@@ -179,7 +188,7 @@ class ModelCassette:
             ProtocolError: ``handle`` is not an open forwarded call.
         """
         pending = self._pending.pop(handle, None)
-        if pending is None or self._recorder is None:
+        if pending is None or self.recorder is None:
             raise ProtocolError(f"model/recorded for handle {handle}, which is not an open recorded call")
         where = f"model call {pending.lane}#{pending.position}"
         if not complete:
@@ -198,51 +207,79 @@ class ModelCassette:
             chunks=canonical, atMs=tuple(max(0, round(ms)) for ms in _monotone(at_ms)),
             finish=facts.finish, toolCalls=facts.tool_calls,
         )
-        try:
-            self._recorder.append(frame)
-        except SidecarError as error:
-            self._incomplete = self._incomplete or "a call frame could not be written"
-            self._errors.append(error)
-            raise
+        if self._deferred:
+            self._writes.append(self.recorder.chain.link(frame)[1])
+        else:
+            try:
+                self.recorder.append(frame)
+            except SidecarError as error:
+                self.write_failed(error)
+                raise
         self._recorded += 1
+
+    def take_writes(self) -> list[bytes]:
+        """Return the sealed lines not yet handed out, in order; the caller must write them."""
+        writes, self._writes = self._writes, []
+        return writes
+
+    def write_failed(self, error: SidecarError) -> None:
+        """A line could not be written: the recording stays partial and ``close`` reports why."""
+        if self._incomplete is None:
+            self._incomplete = "a call frame could not be written"
+            self._errors.append(error)
 
     def statistics(self) -> ModelStats:
         """Counts so far."""
-        replay = self._recorder is None
+        replay = self.recorder is None
         return ModelStats(
             mode="replay" if replay else "record", admitted=self._handles, recorded=self._recorded,
             consumed=len(self._consumed), unconsumed=len(self._slots) - len(self._consumed) if replay else 0,
             poisoned=self._poisoned,
         )
 
-    def close(self) -> CloseReport:
-        """Finish the session: publish a complete recording or report what stays unfinished (idempotent)."""
+    def finish(self) -> bool:
+        """Record: decide the end; true: write ``take_writes()`` (the tail), then publish."""
+        assert self.recorder is not None
+        if self._pending and self._incomplete is None:
+            first = min(self._pending.values(), key=lambda p: (p.lane, p.position))
+            self._incomplete = f"model call {first.lane}#{first.position} was still streaming at shutdown"
+        if self._incomplete is not None:
+            return False
+        self._writes.append(self.recorder.chain.link(CompleteFrame(seq=0, prev="", calls=self._recorded))[1])
+        return True
+
+    def report(self, failure: SidecarError | None = None, published: bool = False) -> CloseReport:
+        """Close the session after ``finish`` (and publishing, if it said so); idempotent."""
         if self._closed is not None:
             return self._closed
         errors = list(self._errors)
-        published = False
-        if self._recorder is not None:
-            if self._pending and self._incomplete is None:
-                first = min(self._pending.values(), key=lambda p: (p.lane, p.position))
-                self._incomplete = f"model call {first.lane}#{first.position} was still streaming at shutdown"
-            if self._incomplete is not None:
-                self._recorder.abandon()
-                if not errors:
-                    errors.append(ModelRecordingIncomplete(self.name, self._incomplete))
-            else:
-                try:
-                    self._recorder.append(CompleteFrame(seq=0, prev="", calls=self._recorded))
-                    self._recorder.publish()
-                    published = True
-                except SidecarError as error:
-                    self._recorder.abandon()
-                    errors.append(error)
+        if self.recorder is not None:
+            if self._incomplete is not None and not errors:
+                errors.append(ModelRecordingIncomplete(self.name, self._incomplete))
+            if failure is not None:
+                errors.append(failure)
         else:
             left = sorted(slot for slot in self._slots if slot not in self._consumed)
             if left and not self._poisoned:
                 errors.append(ModelUnconsumed(len(left), *left[0]))
         self._closed = CloseReport(self.statistics(), tuple(errors), published)
         return self._closed
+
+    def close(self) -> CloseReport:
+        """Finish the session: publish a complete recording or report what stays unfinished (idempotent)."""
+        if self._closed is not None or self.recorder is None:
+            return self.report()
+        failure: SidecarError | None = None
+        published = False
+        if self.finish():
+            try:
+                self.recorder.write_lines(self.take_writes())
+                self.recorder.publish()
+                published = True
+            except SidecarError as error:
+                failure = error
+        self.recorder.abandon()
+        return self.report(failure, published)
 
 
 def _monotone(values: list[float]) -> list[float]:

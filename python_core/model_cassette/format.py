@@ -14,7 +14,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import MAX_SAFE_INTEGER, digest_bytes, is_canonical
+from python_core.canonical import MAX_SAFE_INTEGER, is_canonical
+from python_core.cassette_io import GENESIS, frame_hash, line_hash, seal
 from python_core.model_cassette.request import RequestParts
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
 
 PROTOCOL = "dsh-model-cassette"
 VERSION = 1
-GENESIS = "sha256:" + "0" * 64
 RequestView = Literal["metadata", "full"]
 
 
@@ -261,27 +261,6 @@ def checked_chunks(chunks: bytes) -> tuple[ChunkFacts, bool]:
                 calls += 1
         return ChunkFacts(len(known), finish, calls), True
     return chunk_facts(chunks), is_canonical(chunks)
-
-
-def line_hash(frame: Frame, line: bytes) -> str:
-    """The digest of ``frame`` without ``hash``, from its canonical ``line`` (``encode(frame)``).
-
-    Keys are sorted and ``hash`` is never the last one, so dropping its member from the line
-    gives exactly the bytes ``frame_hash`` would encode, without encoding again.
-    """
-    member = b'"hash":' + _ENCODER.encode(frame.hash) + b","
-    return digest_bytes(line.replace(member, b"", 1))
-
-
-def frame_hash(frame: Frame) -> str:
-    """Return the digest of ``frame``'s canonical JSON without its ``hash`` field."""
-    return digest_bytes(_ENCODER.encode(msgspec.structs.replace(frame, hash=UNSET)))
-
-
-def seal(frame: F) -> tuple[F, bytes]:
-    """Return ``frame`` with its ``hash`` set and its canonical NDJSON line."""
-    sealed = msgspec.structs.replace(frame, hash=frame_hash(frame))
-    return sealed, _ENCODER.encode(sealed) + b"\n"
 
 
 def decode_frame(line: bytes) -> AnyFrame:

@@ -1,6 +1,7 @@
 """Model cassette files: the append-only recorder, create-only publishing, verify and load.
 
-Rule: the formal file is never written in place and never overwritten. Recording appends to
+Rule (``python_core.cassette_io``): the formal file is never written in place and never
+overwritten. Recording appends to
 ``<file>.partial`` (created with O_EXCL), fsyncs every call frame, then publishes with
 ``os.link`` (fails if the formal file exists) and unlinks the partial. Verify and load run one
 scanner: a file is loaded only after every frame has been checked.
@@ -8,13 +9,12 @@ scanner: a file is loaded only after every frame has been checked.
 
 from __future__ import annotations
 
-import errno
-import os
-
 import msgspec
 from msgspec import UNSET
 
 from python_core.canonical import is_canonical
+from python_core.cassette_io import Chain, PartialFile, display_name, partial_path, reason_of, schema_location
+from python_core.files import FileRefused, open_regular
 from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
 from python_core.model_cassette.format import (
     GENESIS,
@@ -30,39 +30,21 @@ from python_core.model_cassette.format import (
     encode,
     line_hash,
     probe_header,
-    seal,
 )
 from python_core.model_cassette.request import checked_parts, lane_of
 
 __all__ = ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"]
 
 
-def partial_path(path: str) -> str:
-    """Return the in-progress recording path for the formal cassette ``path``."""
-    return path + ".partial"
+class Recorder(PartialFile):
+    """``<file>.partial`` with a chain: ``append`` numbers, links, seals, writes and fsyncs."""
 
-
-def _io_error(operation: str, path: str, exc: OSError) -> ModelCassetteIOError:
-    return ModelCassetteIOError(operation, os.path.basename(path), errno.errorcode.get(exc.errno or 0, "EIO"))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class Recorder:
-    """Append-only writer of ``<file>.partial``; assigns ``seq``/``prev`` and seals frames."""
+    exists = ModelCassetteExists
+    io_error = ModelCassetteIOError
 
     def __init__(self, path: str, fd: int) -> None:
-        self.path = path
-        self.partial = partial_path(path)
-        self._fd: int | None = fd
-        self._seq = 0
-        self._prev = GENESIS
+        super().__init__(path, fd)
+        self.chain = Chain()
 
     @classmethod
     def create(cls, path: str) -> Recorder:
@@ -72,22 +54,7 @@ class Recorder:
             ModelCassetteExists: the formal file or the partial already exists.
             ModelCassetteIOError: the partial cannot be created.
         """
-        partial = partial_path(path)
-        if os.path.lexists(path):
-            raise ModelCassetteExists(os.path.basename(path))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-        try:
-            fd = os.open(partial, flags, 0o600)
-        except FileExistsError:
-            raise ModelCassetteExists(os.path.basename(partial)) from None
-        except OSError as exc:
-            raise _io_error("create", partial, exc) from None
-        try:
-            _fsync_dir(partial)
-        except OSError as exc:
-            os.close(fd)
-            raise _io_error("sync directory of", partial, exc) from None
-        return cls(path, fd)
+        return cls(path, cls.open_partial(path))
 
     def append(self, frame: Frame) -> None:
         """Chain, seal, write and fsync one frame.
@@ -95,46 +62,7 @@ class Recorder:
         Raises:
             ModelCassetteIOError: the write or fsync failed; the recorder is closed for good.
         """
-        if self._fd is None:
-            raise ModelCassetteIOError("append to", os.path.basename(self.partial), "EBADF")
-        sealed, line = seal(msgspec.structs.replace(frame, seq=self._seq, prev=self._prev))
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            os.fsync(self._fd)
-        except OSError as exc:
-            self.abandon()
-            raise _io_error("write", self.partial, exc) from None
-        self._seq += 1
-        assert isinstance(sealed.hash, str)
-        self._prev = sealed.hash
-
-    def publish(self) -> None:
-        """Close the partial, link it create-only to the formal path, then unlink it.
-
-        Raises:
-            ModelCassetteExists: the formal file appeared meanwhile; the partial is kept.
-            ModelCassetteIOError: closing, linking or unlinking failed.
-        """
-        self.abandon()
-        try:
-            os.link(self.partial, self.path)
-        except FileExistsError:
-            raise ModelCassetteExists(os.path.basename(self.path)) from None
-        except OSError as exc:
-            raise _io_error("publish", self.path, exc) from None
-        try:
-            os.unlink(self.partial)
-            _fsync_dir(self.path)
-        except OSError as exc:
-            raise _io_error("remove", self.partial, exc) from None
-
-    def abandon(self) -> None:
-        """Close the partial and leave it on disk as evidence."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
+        self.write_lines([self.chain.link(frame)[1]])
 
 
 class Cassette(msgspec.Struct, frozen=True, gc=False):
@@ -179,8 +107,8 @@ class _Scanner:
         try:
             frame = decode_frame(body)
         except msgspec.DecodeError as exc:
-            at = str(exc).rpartition(" - at `")[2].rstrip("`") if " - at `" in str(exc) else "$"
-            raise ModelCassetteInvalid(f"not a frame of this schema (at {at})", line=number) from None
+            raise ModelCassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})",
+                                       line=number) from None
         kind = type(frame).__struct_config__.tag
         assert isinstance(kind, str)
         ordinal = frame.ordinal if isinstance(frame, CallFrame) else None
@@ -292,11 +220,13 @@ def _check_call(frame: CallFrame, facts: ChunkFacts, expected: int, header: Head
 
 def _scan(path: str, scanner: _Scanner) -> None:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for number, line in enumerate(handle, start=1):
                 scanner.feed(number, line)
+    except FileRefused as refused:
+        raise ModelCassetteIOError("read", display_name(path), refused.reason) from None
     except OSError as exc:
-        raise _io_error("read", path, exc) from None
+        raise ModelCassetteIOError("read", display_name(path), reason_of(exc)) from None
     scanner.finish()
 
 

@@ -1,9 +1,9 @@
 """``subagent-cassette`` commands: verify, inspect, diff (mounted under ``dsh-sidecar``).
 
 Rule: parse, call store/diff, print. Output is metadata only (keys, fingerprints, counts,
-projected stop reasons) with control characters escaped. Exit codes (one policy for every
-dsh-sidecar CLI): 0 ok/equivalent; 1 invalid or unreadable; 2 different or not comparable
-(``diff``, a drift gate like ``diff(1)``'s non-zero) and click usage errors.
+projected stop reasons) with control characters escaped. Exit codes: ``python_core.cli_errors``'s
+table (0 ok/equivalent; 1 invalid or unreadable; 2 usage, or ``diff`` found the files different
+or not comparable).
 """
 
 from __future__ import annotations
@@ -16,19 +16,14 @@ import click
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from python_core.cli_errors import EXIT_DIFFERENT, NamedFailure, NotComparableFailure
 from python_core.errors import SidecarError
 from python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
-from python_core.subagent_cassette.errors import escape
+from python_core.subagent_cassette.errors import NotComparable, escape
 from python_core.subagent_cassette.format import Cassette, project_stop_reason, to_json
 from python_core.subagent_cassette.store import load, verify_file
 
 __all__ = ["cli"]
-
-
-def _fail(error: SidecarError) -> None:
-    """Print a named error on stderr and exit with its code."""
-    click.echo(str(error), err=True)
-    click.get_current_context().exit(error.exit_code)
 
 
 def _json(value: Any) -> str:
@@ -48,7 +43,7 @@ def verify(file: str) -> None:
     try:
         cassette = verify_file(file)
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
     click.echo(
         f"ok: {escape(cassette.name)}: {cassette.count} interaction(s), chain intact, "
         f"target dsh-subagent {escape(cassette.header.target.dshSubagent, 40)}"
@@ -100,7 +95,7 @@ def inspect(file: str, as_json: bool, show_calls: bool) -> None:
     try:
         cassette = load(file)
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
     summary = _summary(cassette)
     calls = [_call(r) for r in sorted(cassette.interactions, key=lambda r: r.sequence)]
     if as_json:
@@ -171,17 +166,19 @@ def _print_diff(report: DiffReport) -> None:
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 def diff(a: str, b: str, as_json: bool) -> None:
-    """Compare A and B by identity: exit 0 equivalent, 2 different, 1 error."""
+    """Compare A and B by identity: exit 0 equivalent, 2 different or not comparable, 1 error."""
     try:
         report = diff_cassettes(load(a), load(b))
+    except NotComparable as error:
+        raise NotComparableFailure(error) from None
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
     if as_json:
         click.echo(_json(report))
     else:
         _print_diff(report)
     if not report.equivalent:
-        click.get_current_context().exit(2)
+        click.get_current_context().exit(EXIT_DIFFERENT)
 
 
 # rc.8's default `subagent` tool runs children through startContinuable, which never calls a

@@ -8,21 +8,24 @@ parses can always record.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import msgspec
 
 from python_core.canonical import DEPTH_REASON, canonical_bytes
+from python_core.config_fields import ConfigSection, Mode, field_of
 from python_core.errors import CanonicalJsonError, ConfigError
 from python_core.subagent_cassette.redact import build_redactor
 
-__all__ = ["CassetteConfig", "ProviderConfig", "parse_config"]
+__all__ = ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"]
 
 MIN_SPEED = 0.001
+_SECTION = "subagentCassette"
 
 
-class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class ProviderConfig(ConfigSection, frozen=True, kw_only=True):
     """Provider names; ``transparent`` takes over the upstream's own name.
 
     Transparent setup: the cassette registers as ``upstream`` (``spawn``) and the deployment
@@ -42,10 +45,10 @@ class ProviderConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
         return self.cassette or "cassette", self.upstream
 
 
-class CassetteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+class CassetteConfig(ConfigSection, frozen=True, kw_only=True):
     """The whole subagent cassette configuration (plugin row ``subagentCassette``)."""
 
-    mode: Literal["record", "replay"]
+    mode: Mode
     file: str
     writeMode: Literal["create", "truncate", "append"] = "create"
     requestView: Literal["metadata", "full"] = "metadata"
@@ -57,21 +60,6 @@ class CassetteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw
     allowRedactedReplay: bool = False
     assertConsumed: bool = True
     provider: ProviderConfig = ProviderConfig()
-
-
-def _field_of(message: str) -> tuple[str, str]:
-    """Split a msgspec message into (field path, value-free reason)."""
-    text, _, location = message.partition(" - at ")
-    field = location.strip("`").removeprefix("$").lstrip(".") or "config"
-    if text.startswith("Object contains unknown field"):
-        name = text.removeprefix("Object contains unknown field ").strip("`")
-        return (f"{field}.{name}" if field != "config" else name), "unknown field"
-    if text.startswith("Object missing required field"):
-        name = text.removeprefix("Object missing required field ").strip("`")
-        return (f"{field}.{name}" if field != "config" else name), "required"
-    if text.startswith("Expected"):
-        return field, text.split(",")[0].replace("Expected", "expected", 1)
-    return field, "invalid value"
 
 
 def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
@@ -92,7 +80,7 @@ def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
     except UnicodeEncodeError:
         raise ConfigError("config", "lone surrogate in a string or object key") from None
     except msgspec.ValidationError as exc:
-        field, reason = _field_of(str(exc))
+        field, reason = field_of(str(exc))
         raise ConfigError(field, reason) from None
     if not config.file.strip():
         raise ConfigError("file", "must not be empty")
@@ -107,3 +95,16 @@ def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
         raise ConfigError("provider", "cassette and upstream names must differ")
     build_redactor(config.redactSecrets, config.redactionPatterns)
     return config
+
+
+def parse_section(raw: Mapping[str, Any], *, cwd: str) -> CassetteConfig:
+    """Parse the row's ``subagentCassette`` section, resolving ``file`` against the DSH ``cwd``.
+
+    Raises:
+        ConfigError: names the field as the row spells it, ``subagentCassette.<field>``.
+    """
+    try:
+        config = parse_config(raw)
+    except ConfigError as error:
+        raise ConfigError(f"{_SECTION}.{error.field}", error.reason) from None
+    return msgspec.structs.replace(config, file=os.path.join(cwd, config.file))

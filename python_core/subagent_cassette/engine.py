@@ -2,9 +2,12 @@
 
 Rule: the bridge feeds events (``on_upstream``, ``on_start``, ``on_published``, ``on_outcome``,
 ``close``) and acts on the returned decisions; this module never sleeps, spawns or reads the
-clock itself (``clock`` and ``make_id`` are injected). An event that is illegal in the current
-state raises ``CassetteStateError`` and changes nothing. In replay the first miss poisons the
-cassette: every later start is refused with ``REPLAY_POISONED`` and ``close`` reports the miss.
+clock itself (``clock`` and ``make_id`` are injected) and never writes the file: a sealed line
+goes to the writer at once, or, ``deferred`` (the bridge), waits in ``take_writes`` for a store
+layer that writes it off the reader and reports a failure back (``write_failed``). An event
+that is illegal in the current state raises ``CassetteStateError`` and changes nothing. In
+replay the first miss poisons the cassette: every later start is refused with
+``REPLAY_POISONED`` and ``close`` reports the miss.
 
     TRANSITIONS = {NEEDS_UPSTREAM: {upstream: READY, close: CLOSED},
                    READY: {upstream: READY, start: READY, published: READY, outcome: READY,
@@ -228,11 +231,6 @@ class CloseReport(msgspec.Struct, frozen=True, kw_only=True):
     errors: tuple[SidecarError, ...]
     stats: CassetteStats
 
-    @property
-    def exit_code(self) -> int:
-        """0 when clean, else the first error's exit code."""
-        return self.errors[0].exit_code if self.errors else 0
-
 
 class _Pending(msgspec.Struct, kw_only=True):
     """A forwarded start waiting for its outcome."""
@@ -270,6 +268,7 @@ class SubagentCassette:
         redactor: Redactor,
         writer: CassetteWriter | None,
         cassette: Cassette | None,
+        deferred: bool = False,
     ) -> None:
         """Use ``SubagentCassette.open``; this only wires the parts together."""
         self.config = config
@@ -277,7 +276,11 @@ class SubagentCassette:
         self._clock = clock
         self._make_id = make_id
         self._redactor = redactor
-        self._writer = writer
+        self.writer = writer
+        self._deferred = deferred
+        self._writes: list[bytes] = []
+        self._file_started = False
+        self._write_error: SidecarError | None = None
         self._cassette = cassette
         self._state = State.READY if config.mode == "replay" else State.NEEDS_UPSTREAM
         self._header: Header | None = cassette.header if cassette is not None else None
@@ -320,11 +323,13 @@ class SubagentCassette:
         host_version: str,
         clock: Callable[[], float],
         make_id: Callable[[], str] = _new_id,
+        deferred: bool = False,
     ) -> SubagentCassette:
         """Open a cassette for ``config.mode`` against the host's exact dsh-subagent version.
 
         Record takes the writer lock and inspects the target now (no file is written before
-        the first start); replay loads, verifies and indexes the whole document.
+        the first start); replay loads, verifies and indexes the whole document. ``deferred``:
+        lines wait in ``take_writes`` and the caller closes ``writer`` once they are written.
 
         Raises:
             TargetMismatch: ``host_version`` is not a supported target, or the file targets
@@ -364,7 +369,26 @@ class SubagentCassette:
             redactor=redactor,
             writer=writer,
             cassette=cassette,
+            deferred=deferred,
         )
+
+    def take_writes(self) -> list[bytes]:
+        """Return the sealed lines not yet handed out, in order; the caller must write them."""
+        writes, self._writes = self._writes, []
+        return writes
+
+    def write_failed(self, error: SidecarError) -> None:
+        """A queued line could not be written: ``close`` reports the first such failure."""
+        if self._write_error is None:
+            self._write_error = error
+
+    def _emit(self, line: bytes) -> None:
+        """Write ``line`` now (raising the writer's error), or queue it when deferred."""
+        if self._deferred:
+            self._writes.append(line)
+        else:
+            assert self.writer is not None
+            self.writer.write_lines([line])
 
     # -- transitions ---------------------------------------------------------------------
 
@@ -468,12 +492,9 @@ class SubagentCassette:
         return MetadataView(metadata=msgspec.convert(metadata, RequestMetadata))
 
     def _start_file(self) -> None:
-        """Write the header (or reopen the appended document) on the first start."""
-        assert self._writer is not None and self._provider is not None
-        if self._writer.started:
-            return
-        if self._writer.existing is not None:
-            self._writer.start(None)
+        """Emit the header on the first start (an appended document continues its own)."""
+        assert self.writer is not None and self._provider is not None
+        if self._file_started or self.writer.existing is not None:
             return
         header, line = seal_header(
             cassette_id=self._make_id(),
@@ -484,7 +505,8 @@ class SubagentCassette:
             redact_secrets=self.config.redactSecrets,
             redaction_patterns=list(self.config.redactionPatterns),
         )
-        self._writer.start(line)
+        self._emit(line)
+        self._file_started = True
         self._header = header
         self._last_hash = header.hash
 
@@ -581,7 +603,7 @@ class SubagentCassette:
         self._state = following
 
     def on_outcome(self, handle: CallHandle, outcome: RunOutcome) -> None:
-        """Append the terminal interaction of a forwarded run (redacted, fsync-ed).
+        """Emit the terminal interaction of a forwarded run (redacted; fsync-ed when written).
 
         Raises:
             CassetteStateError: not recording, or ``handle`` is not in flight.
@@ -615,7 +637,7 @@ class SubagentCassette:
     def _write(
         self, pending: _Pending, outcome: Outcome, timing: Timing, published: bool, local: bool
     ) -> None:
-        assert self._writer is not None and self._header is not None
+        assert self._header is not None
         record = Interaction(
             sequence=pending.handle.sequence,
             callKey=pending.handle.callKey,
@@ -632,7 +654,7 @@ class SubagentCassette:
             hash="",
         )
         sealed, line = seal_interaction(self._header, record)
-        self._writer.append(line)
+        self._emit(line)
         self._last_hash = sealed.hash
 
     def close(self) -> CloseReport:
@@ -648,7 +670,7 @@ class SubagentCassette:
             CassetteStateError: already closed.
         """
         following = self._expect("close")
-        errors: list[SidecarError] = []
+        errors: list[SidecarError] = [] if self._write_error is None else [self._write_error]
         unconsumed = nested = 0
         try:
             if self.config.mode == "record":
@@ -660,8 +682,8 @@ class SubagentCassette:
                 if error is not None:
                     errors.append(error)
         finally:
-            if self._writer is not None:
-                self._writer.close()
+            if self.writer is not None and not self._deferred:
+                self.writer.close()
             self._state = following
         return CloseReport(
             errors=tuple(errors),

@@ -27,9 +27,9 @@ from python_core.canonical import (
     canonical_bytes,
     decode_canonical,
     digest,
-    digest_bytes,
     loads_strict,
 )
+from python_core.cassette_io import mapping_hash, schema_location, seal_mapping
 from python_core.errors import CanonicalJsonError
 from python_core.subagent_cassette.errors import (
     CassetteFormatError,
@@ -258,8 +258,9 @@ class Cassette(Struct, frozen=True, kw_only=True):
     last_hash: str
 
 
-_GENERIC = msgspec.json.Decoder()
-_HASH_MEMBER = b'"hash":'
+# Version 2 lines are canonical JSON (what is hashed is the bytes read, as in every format this
+# product defines); version 1 is seed 003's, whose lines need only be canonicalisable.
+_NOT_CANONICAL = "not canonical JSON (version 2 lines are written canonical; this one was edited)"
 _KNOWN_BLOCKS: Final[dict[str, tuple[str, ...]]] = {
     "text": ("text",),
     "reasoning": ("text",),
@@ -437,7 +438,7 @@ def check_interaction(header: Header, record: Interaction) -> str | None:
 def _schema_reason(exc: msgspec.ValidationError) -> str:
     """Turn a msgspec message into a reason that never echoes a file value."""
     text = str(exc)
-    message, _, location = text.partition(" - at ")
+    message = text.partition(" - at ")[0]
     if message.startswith("Invalid enum value") or message.startswith("Invalid value"):
         message = "invalid value"
     elif message.startswith("Expected `str` matching regex"):
@@ -445,8 +446,7 @@ def _schema_reason(exc: msgspec.ValidationError) -> str:
     elif message.startswith("Object contains unknown field"):
         field = message.removeprefix("Object contains unknown field ")
         message = "unknown field " + escape(field, 60)
-    where = location.strip("`") if location else "$"
-    return f"{message} at {where}"
+    return f"{message} at {schema_location(exc)}"
 
 
 def _decode(line: bytes) -> tuple[Any, bytes | None]:
@@ -469,19 +469,6 @@ def _decode(line: bytes) -> tuple[Any, bytes | None]:
     except RecursionError:
         raise CanonicalJsonError("/", "nesting too deep") from None
     return value, None
-
-
-def _body_digest(value: dict[str, Any], canonical_line: bytes | None) -> str:
-    """Digest of the record without ``hash``: a byte splice for canonical lines."""
-    if canonical_line is not None and isinstance(value.get("hash"), str):
-        member = _HASH_MEMBER + canonical_bytes(value["hash"])
-        start = canonical_line.find(member)
-        # Top-level keys sorted before "hash" hold plain strings, whose quotes are escaped,
-        # so the first occurrence is the top-level member and a comma precedes it.
-        if start > 0 and canonical_line[start - 1 : start] == b",":
-            body = canonical_line[: start - 1] + canonical_line[start + len(member) :]
-            return digest_bytes(body)
-    return digest({key: item for key, item in value.items() if key != "hash"})
 
 
 class CassetteParser:
@@ -542,8 +529,10 @@ class CassetteParser:
         problem = check_header(header)
         if problem is not None:
             raise self._fail(lineno, problem)
+        if line is None and header.version == VERSION:
+            raise self._fail(lineno, _NOT_CANONICAL)
         _check_target(self.name, header, self._expected_target)
-        if _body_digest(value, line) != header.hash:
+        if mapping_hash(value, line) != header.hash:
             raise CassetteIntegrityError(self.name, lineno, "header hash does not match")
         self._header = header
         self._previous = header.hash
@@ -553,6 +542,8 @@ class CassetteParser:
     ) -> None:
         if value.get("kind") != "cassette/interaction":
             raise self._fail(lineno, "record is not a cassette/interaction")
+        if line is None and header.version == VERSION:
+            raise self._fail(lineno, _NOT_CANONICAL)
         try:
             record = msgspec.convert(value, Interaction)
         except msgspec.ValidationError as exc:
@@ -560,7 +551,7 @@ class CassetteParser:
         problem = check_interaction(header, record)
         if problem is not None:
             raise self._fail(lineno, problem)
-        if _body_digest(value, line) != record.hash:
+        if mapping_hash(value, line) != record.hash:
             raise CassetteIntegrityError(self.name, lineno, "interaction hash does not match")
         if record.previousHash != self._previous:
             raise CassetteIntegrityError(
@@ -627,17 +618,6 @@ def parse_lines(
     return parser.finish()
 
 
-def _sealed_bytes(body: dict[str, Any]) -> tuple[str, bytes]:
-    """Return the digest of ``body`` and the canonical line with ``hash`` added."""
-    try:
-        record_hash = digest(body)
-        return record_hash, canonical_bytes({**body, "hash": record_hash}) + b"\n"
-    except UnicodeError:
-        raise CanonicalJsonError("/", "lone surrogate in a string") from None
-    except RecursionError:
-        raise CanonicalJsonError("/", "nesting too deep") from None
-
-
 def seal_header(
     *,
     cassette_id: str,
@@ -665,7 +645,7 @@ def seal_header(
         "redactSecrets": redact_secrets,
         "redactionPatterns": list(redaction_patterns),
     }
-    _, line = _sealed_bytes(body)
+    _, line = seal_mapping(body)
     parser = CassetteParser("<new header>", expected_target=target)
     parser.feed(line, 1)
     return parser.finish().header, line
@@ -680,7 +660,7 @@ def seal_interaction(header: Header, record: Interaction) -> tuple[Interaction, 
     """
     body = to_json(record)
     body.pop("hash", None)
-    record_hash, line = _sealed_bytes(body)
+    record_hash, line = seal_mapping(body)
     try:
         sealed = msgspec.convert({**body, "hash": record_hash}, Interaction)
     except msgspec.ValidationError as exc:

@@ -1,6 +1,8 @@
 """Cassette files on disk: the writer lock, write modes, durable appends, verify and load.
 
-Rule: this is the only module of the package that touches the filesystem. A writer holds an
+Rule: this is the only module of the package that touches the filesystem (the shared rules
+are ``python_core.cassette_io``'s; unlike the tool and model cassettes, the file is written in
+place, see docs/subagent-cassette-format.md). A writer holds an
 exclusive ``<file>.writer.lock`` directory (with its own ``<uuid>.owner`` marker) from before it
 inspects the target until it closes; a second writer fails at once and a leftover lock is never
 broken automatically. Every line written is flushed and ``fsync``-ed before the call returns.
@@ -10,10 +12,12 @@ Names in errors are file names without directories.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Literal
 
 from python_core import files
+from python_core.cassette_io import display_name, fsync_dir, reason_of
 from python_core.subagent_cassette.errors import (
     CassetteExists,
     CassetteLocked,
@@ -26,16 +30,6 @@ from python_core.subagent_cassette.format import Cassette, CassetteParser
 __all__ = ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"]
 
 WriteMode = Literal["create", "truncate", "append"]
-
-
-def display_name(path: str | os.PathLike[str]) -> str:
-    """Return the name used in messages: the file name, never its directory (errors escape it)."""
-    return os.path.basename(os.fspath(path).rstrip("/")) or "cassette"
-
-
-def _reason(exc: OSError) -> str:
-    """Describe an OS failure without its path."""
-    return files.reason_of(exc)
 
 
 def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
@@ -51,7 +45,7 @@ def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
             raise CassetteNotFound(name) from None
         raise CassetteReadError(name, refused.reason) from None
     except OSError as exc:
-        raise CassetteReadError(name, _reason(exc)) from None
+        raise CassetteReadError(name, reason_of(exc)) from None
     return parser.finish()
 
 
@@ -97,12 +91,12 @@ class WriterLock:
         except FileExistsError:
             raise CassetteLocked(self._name) from None
         except OSError as exc:
-            raise CassetteReadError(self._name, _reason(exc)) from None
+            raise CassetteReadError(self._name, reason_of(exc)) from None
         try:
             self.marker.write_text(f"pid {os.getpid()}\n", encoding="utf-8")
         except OSError as exc:
             self.directory.rmdir()
-            raise CassetteReadError(self._name, _reason(exc)) from None
+            raise CassetteReadError(self._name, reason_of(exc)) from None
         self.held = True
 
     def release(self) -> None:
@@ -164,11 +158,6 @@ class CassetteWriter:
             raise
         return writer
 
-    @property
-    def started(self) -> bool:
-        """Tell whether the file has been opened for writing."""
-        return self._file is not None
-
     def start(self, header_line: bytes | None) -> None:
         """Open the file: write and sync ``header_line`` or continue the existing document.
 
@@ -195,41 +184,44 @@ class CassetteWriter:
             self._file = self.path.open("xb" if self.mode == "create" else "wb")
             self._file.write(header_line)
             self._sync()
-            self._sync_directory()
+            fsync_dir(self.path)
         except FileExistsError:
             raise CassetteExists(self.name) from None
         except OSError as exc:
-            raise CassetteReadError(self.name, _reason(exc)) from None
+            raise CassetteReadError(self.name, reason_of(exc)) from None
 
     def _sync(self) -> None:
         assert self._file is not None
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def _sync_directory(self) -> None:
-        """Make the new directory entry durable (POSIX only)."""
-        if os.name != "posix":
-            return
-        fd = os.open(self.path.parent if str(self.path.parent) else ".", os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    def write_lines(self, lines: Sequence[bytes]) -> None:
+        """Append complete record lines and ``fsync`` once; all are durable on return.
 
-    def append(self, line: bytes) -> None:
-        """Write one complete record line and ``fsync`` it before returning.
+        The first call opens the file: it continues an ``existing`` document, or else
+        ``lines[0]`` is the new document's header.
 
         Raises:
-            CassetteStateError: the writer is not started.
-            CassetteReadError: the write or sync failed.
+            CassetteExists: ``create`` lost a race with a writer that ignores the lock.
+            CassetteReadError: the file cannot be opened, written or synced.
+            CassetteStateError: the writer is closed.
         """
+        if self._closed:
+            raise CassetteStateError("append", "the writer is closed")
         if self._file is None:
-            raise CassetteStateError("append", "the writer is not started")
+            if self.existing is None:
+                self.start(lines[0])
+                lines = lines[1:]
+            else:
+                self.start(None)
+        assert self._file is not None
+        if not lines:
+            return
         try:
-            self._file.write(line)
+            self._file.write(b"".join(lines))
             self._sync()
         except OSError as exc:
-            raise CassetteReadError(self.name, _reason(exc)) from None
+            raise CassetteReadError(self.name, reason_of(exc)) from None
 
     def close(self) -> None:
         """Sync and close the file (if started) and release the lock; idempotent."""

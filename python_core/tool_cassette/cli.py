@@ -1,20 +1,20 @@
 """``dsh-tool-cassette``: verify, inspect and diff cassette files.
 
-Rule: parse, call the store, print. Exit codes (one policy for every dsh-sidecar CLI): 0 valid
-or equivalent; 1 invalid or unreadable (``CASSETTE_INVALID``, ``CASSETTE_IO``); 2 different
-(``diff``, a drift gate like ``diff(1)``'s non-zero) and usage errors (click). Output names
-structural facts only (line, frame kind, ordinal, tool, path, fingerprints, JSON pointers,
-counts), never file content or the absolute path.
+Rule: parse, call the store, print. Exit codes: ``python_core.cli_errors``'s table (0 valid
+or equivalent; 1 invalid or unreadable, ``CASSETTE_INVALID``, ``CASSETTE_IO``; 2 usage, or
+``diff`` found a difference). Output names structural facts only (line, frame kind, ordinal,
+tool, path, fingerprints, JSON pointers, counts), never file content or the absolute path.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import msgspec
 
+from python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, NamedFailure
 from python_core.errors import SidecarError, printable
 from python_core.json_pointers import describe
 from python_core.tool_cassette.calls import CallSummary, summarize
@@ -30,27 +30,20 @@ _CONSUMPTION = (
     "and ordinal; consumption lives in the replaying process only and the file is never "
     "modified"
 )
-EXIT_DIFFERENT = 2
-
-
-def _fail(error: SidecarError, label: str = "") -> NoReturn:
-    """Print a named error on stderr (prefixed with which file) and exit with its code."""
-    click.echo(f"{label}{error}", err=True)
-    raise SystemExit(error.exit_code)
 
 
 def _report_or_exit(file: str) -> VerifyReport:
     try:
         return verify_file(file)
     except SidecarError as error:
-        _fail(error)
+        raise NamedFailure(error) from None
 
 
 def _load_or_exit(file: str, label: str = "") -> Cassette:
     try:
         return load(file)
     except SidecarError as error:
-        _fail(error, label)
+        raise NamedFailure(error, context=label) from None
 
 
 def _json(value: Any) -> str:
@@ -77,7 +70,7 @@ def verify(file: str) -> None:
     report = _report_or_exit(file)
     if report.error is not None:
         click.echo(str(report.error))
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
     click.echo(f"valid: {_summary(report)}")
 
 
@@ -126,7 +119,7 @@ def inspect(file: str, as_json: bool) -> None:
             for line in _table(calls):
                 click.echo(line.rstrip())
     if report.error is not None:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_FAILED)
 
 
 def _field_line(change: FieldChange) -> str:

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Literal
 
-import msgspec
-
+from python_core.config_fields import ConfigSection, Mode
 from python_core.errors import ConfigError
 
 __all__ = ["ToolCassetteConfig", "parse_config"]
 
-Mode = Literal["record", "replay"]
 _SECTION = "toolCassette"
 _KEYS = ("mode", "file", "include")
 
@@ -39,7 +36,7 @@ def _matches(pattern: str, name: str) -> bool:
     return True
 
 
-class ToolCassetteConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class ToolCassetteConfig(ConfigSection, frozen=True):
     """Validated cassette settings; ``file`` is already resolved against the host cwd."""
 
     mode: Mode

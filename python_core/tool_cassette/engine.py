@@ -6,6 +6,11 @@ session to ``FAILED`` (record) or ``POISONED`` (replay) for good: a failed recor
 published, a poisoned replay refuses every later selected call. Identity of a call is
 (path, tool, canonical arguments, ordinal); ordinals follow ``on_execute`` order and results
 pair with calls by ``handle``, so completion order never matters.
+
+Sans I/O: a recording never touches its file here. Each frame is chained and sealed into a
+line; with no sink (the bridge) the lines wait in ``take_writes`` for a store layer that
+writes them off the reader and reports a failure back (``write_failed``); library callers
+with no event loop pass the file as ``sink``, which gets each line at once.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from python_core.canonical import digest_bytes
+from python_core.cassette_io import Chain, LineSink
 from python_core.errors import CanonicalJsonError, SidecarError
 from python_core.json_pointers import describe, differing_pointers
 from python_core.tool_cassette.config import ToolCassetteConfig
@@ -316,8 +322,11 @@ class ToolCassetteSession(abc.ABC):
         self._cancelled_before_dispatch = 0
 
     @staticmethod
-    def open(config: ToolCassetteConfig) -> ToolCassetteSession:
+    def open(config: ToolCassetteConfig, *, deferred: bool = False) -> ToolCassetteSession:
         """Start recording (create the partial, write the header) or load a verified cassette.
+
+        ``deferred``: a recording queues its lines for ``take_writes`` instead of writing each
+        at once (its ``recorder`` is the file they go to).
 
         Raises:
             CassetteExists: record mode and the file or its ``.partial`` exists.
@@ -327,7 +336,7 @@ class ToolCassetteSession(abc.ABC):
         """
         try:
             if config.mode == "record":
-                return RecordSession.start(config)
+                return RecordSession.start(config, deferred=deferred)
             return ReplaySession.start(config)
         except CassetteIOError as error:
             raise error.at_open(config.mode) from None
@@ -405,37 +414,71 @@ class ToolCassetteSession(abc.ABC):
 
 
 class RecordSession(ToolCassetteSession):
-    """Record mode: real calls pass through; starts and outcomes go to the partial file."""
+    """Record mode: real calls pass through; starts and outcomes become lines to write."""
 
     mode = "record"
 
-    def __init__(self, config: ToolCassetteConfig, recorder: Recorder) -> None:
+    def __init__(self, config: ToolCassetteConfig, recorder: Recorder, sink: LineSink | None) -> None:
         super().__init__(config, SessionState.RECORDING)
-        self._recorder = recorder
+        self.recorder = recorder
+        self._sink = sink
+        self._chain = Chain()
+        self._writes: list[bytes] = []
         self._recorded = 0
 
     @classmethod
-    def start(cls, config: ToolCassetteConfig) -> RecordSession:
+    def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
         """Create the partial and write its header (see ``ToolCassetteSession.open``)."""
         recorder = Recorder.create(config.file)
+        session = cls(config, recorder, None if deferred else recorder)
+        session._emit(HeaderFrame(
+            seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
+        ))
         try:
-            recorder.append(HeaderFrame(
-                seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
-            ))
+            # Nothing can be admitted before the header is durable: written now in both modes.
+            recorder.write_lines(session.take_writes())
         except CassetteIOError:
             recorder.abandon()
             raise
-        return cls(config, recorder)
+        return session
 
-    def _write(self, frame: StartFrame | ResultFrame) -> CassetteIOError | None:
+    def take_writes(self) -> list[bytes]:
+        """Return the sealed lines not yet handed out, in order; the caller must write them."""
+        writes, self._writes = self._writes, []
+        return writes
+
+    def _emit(self, frame: HeaderFrame | StartFrame | ResultFrame | CompleteFrame) -> CassetteIOError | None:
+        """Chain and seal ``frame``; write it now through the sink, or queue it."""
+        _, line = self._chain.link(frame)
+        if self._sink is None:
+            self._writes.append(line)
+            return None
         try:
-            self._recorder.append(frame)
+            self._sink.write_lines([line])
         except CassetteIOError as error:
             return error
         return None
 
+    def write_failed(self, handle: str | None, error: SidecarError) -> Refuse | None:
+        """A queued line could not be written: the recording fails (first cause kept).
+
+        ``handle`` names the call whose ``tools/execute`` answer waited for the line: it is
+        refused instead of passed through, as a synchronous write failure would be.
+        """
+        if self.state is SessionState.RECORDING:
+            self._fail(error)
+        call = None if handle is None else self._calls.get(handle)
+        if call is None or handle is None:
+            return None
+        self._refused += 1
+        call.phase, call.ordinal = CallPhase.REFUSED, None
+        return Refuse(error)
+
     def on_execute(self, event: ExecuteEvent) -> Passthrough | Serve | Refuse:
-        """Write ``call/start`` and let the real tool run; refuse only if that is impossible."""
+        """Emit ``call/start`` and let the real tool run; refuse only if that is impossible.
+
+        Deferred: the answer must wait until the line is durable (see ``write_failed``).
+        """
         _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
         assert phase is CallPhase.EXECUTED
         self._selected += 1
@@ -447,7 +490,7 @@ class RecordSession(ToolCassetteSession):
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         ordinal = self._ordinals
-        error = self._write(StartFrame(
+        error = self._emit(StartFrame(
             seq=0, prev=GENESIS, ordinal=ordinal, path=event.path, tool=event.tool, args=args,
             argsDigest=digest_bytes(args),
         ))
@@ -492,7 +535,7 @@ class RecordSession(ToolCassetteSession):
         return Refuse(error)
 
     def on_result(self, event: ResultEvent) -> None:
-        """Write ``call/result``, adding the final cancellation if the post phase aborted."""
+        """Emit ``call/result``, adding the final cancellation if the post phase aborted."""
         call, _ = self._advance(Event.RESULT, event.handle, event.tool)
         self._calls.pop(event.handle, None)
         if call is None:
@@ -517,39 +560,56 @@ class RecordSession(ToolCassetteSession):
             frame = msgspec.structs.replace(
                 frame, cancellation=Cancellation(error=final.error, content=content)
             )
-        error = self._write(frame)
+        error = self._emit(frame)
         if error is not None:
             self._fail(error)
             return
         self._recorded += 1
 
-    def close(self, interruption: str | None = None) -> CloseReport:
-        """Write the tail and publish create-only, or keep the partial and report why not."""
+    def finish(self, interruption: str | None = None) -> bool:
+        """Decide the end of the recording; true: write ``take_writes()`` (the tail), then publish.
+
+        Every line emitted before must have been written, and its failure reported, first.
+        """
         self._advance(Event.CLOSE, "", "")
-        pending = self._pending()
+        if self.state is SessionState.RECORDING and self._pending() == 0 and interruption is None:
+            self._emit(CompleteFrame(seq=0, prev=GENESIS, calls=self._ordinals))
+            return True
+        return False
+
+    def report(self, interruption: str | None, failure: SidecarError | None, published: bool) -> CloseReport:
+        """Close the session: the report of a ``finish`` followed by publishing (or not)."""
         errors = list(self._errors)
-        published = False
+        if failure is not None:
+            errors.append(failure)
+        partial = os.path.basename(self.recorder.partial)
         if interruption is not None:
             name = os.path.basename(self.config.file)
             errors.append(RecordingInterrupted(
-                f"tool cassette {name}", interruption,
-                f"not published, kept {os.path.basename(self._recorder.partial)}",
+                f"tool cassette {name}", interruption, f"not published, kept {partial}",
             ))
-        if self.state is SessionState.RECORDING and pending == 0 and interruption is None:
-            try:
-                self._recorder.append(CompleteFrame(seq=0, prev=GENESIS, calls=self._ordinals))
-                self._recorder.publish()
-                published = True
-            except (CassetteIOError, CassetteExists) as error:
-                errors.append(error)
-        else:
-            self._recorder.abandon()
-        if not published and interruption is None:
+        elif not published:
             cause = errors[0].code if errors else None
-            partial = os.path.basename(self._recorder.partial)
-            errors.append(RecordingIncomplete(partial, pending, cause))
+            errors.append(RecordingIncomplete(partial, self._pending(), cause))
         self.state = SessionState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics(), published=published)
+
+    def close(self, interruption: str | None = None) -> CloseReport:
+        """Write the tail and publish create-only, or keep the partial and report why not.
+
+        For a session with a sink; a deferred one goes through ``finish`` and ``report``.
+        """
+        failure: SidecarError | None = None
+        published = False
+        if self.finish(interruption):
+            try:
+                self.recorder.write_lines(self.take_writes())
+                self.recorder.publish()
+                published = True
+            except (CassetteIOError, CassetteExists) as error:
+                failure = error
+        self.recorder.abandon()
+        return self.report(interruption, failure, published)
 
     def statistics(self) -> CassetteStats:
         """Return the session's counts."""

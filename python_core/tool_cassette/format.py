@@ -8,12 +8,13 @@ Payloads (arguments, values, content, contexts) stay ``msgspec.Raw`` holding can
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, digest_bytes, loads_strict
+from python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
+from python_core.cassette_io import GENESIS, frame_hash, seal
 
 __all__ = [
     "GENESIS",
@@ -39,7 +40,6 @@ __all__ = [
 
 PROTOCOL = "dsh-tool-cassette"
 VERSION = 1
-GENESIS = "sha256:" + "0" * 64
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -124,7 +124,6 @@ class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
 
 
 AnyFrame = HeaderFrame | StartFrame | ResultFrame | CompleteFrame
-F = TypeVar("F", bound=Frame)
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
@@ -144,17 +143,6 @@ _PROBE_DECODER = msgspec.json.Decoder(_Probe)
 def encode(value: Any) -> bytes:
     """Encode Structs/dicts holding canonical ``Raw`` payloads with keys sorted (no newline)."""
     return _ENCODER.encode(value)
-
-
-def frame_hash(frame: Frame) -> str:
-    """Return the digest of ``frame``'s canonical JSON without its ``hash`` field."""
-    return digest_bytes(_ENCODER.encode(msgspec.structs.replace(frame, hash=UNSET)))
-
-
-def seal(frame: F) -> tuple[F, bytes]:
-    """Return ``frame`` with its ``hash`` set and its canonical NDJSON line."""
-    sealed = msgspec.structs.replace(frame, hash=frame_hash(frame))
-    return sealed, _ENCODER.encode(sealed) + b"\n"
 
 
 def decode_frame(line: bytes) -> AnyFrame:

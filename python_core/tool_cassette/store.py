@@ -1,14 +1,14 @@
 """Cassette files: the append-only recorder, create-only publishing, verify and load.
 
-Rule: the formal file is never written in place and never overwritten. Recording appends to
-``<file>.partial`` (created with O_EXCL), fsyncs every frame, then publishes with ``os.link``
-(fails if the formal file exists) and unlinks the partial. Verify and load run one scanner:
-a file is loaded only after every frame has been checked.
+Rule (``python_core.cassette_io``): the formal file is never written in place and never
+overwritten. Recording appends to ``<file>.partial`` (created with O_EXCL), fsyncs every
+frame, then publishes with ``os.link`` (fails if the formal file exists) and unlinks the
+partial. Verify and load run one scanner: a file is loaded only after every frame has been
+checked, and a line that is not canonical JSON is rejected.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import TypeVar
 
@@ -16,7 +16,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from python_core.files import FileRefused, display_name, open_regular, reason_of
+from python_core.cassette_io import Chain, PartialFile, display_name, partial_path, reason_of, schema_location
+from python_core.files import FileRefused, open_regular
 from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from python_core.tool_cassette.format import (
     GENESIS,
@@ -31,7 +32,6 @@ from python_core.tool_cassette.format import (
     decode_frame,
     frame_hash,
     probe_header,
-    seal,
 )
 
 __all__ = [
@@ -47,32 +47,15 @@ __all__ = [
 F = TypeVar("F", bound=Frame)
 
 
-def partial_path(path: str) -> str:
-    """Return the in-progress recording path for the formal cassette ``path``."""
-    return path + ".partial"
+class Recorder(PartialFile):
+    """``<file>.partial`` with a chain: ``append`` numbers, links, seals, writes and fsyncs."""
 
-
-def _io_error(operation: str, path: str, exc: OSError) -> CassetteIOError:
-    return CassetteIOError(operation, display_name(path), reason_of(exc))
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-class Recorder:
-    """Append-only writer of ``<file>.partial``; assigns ``seq``/``prev`` and seals frames."""
+    exists = CassetteExists
+    io_error = CassetteIOError
 
     def __init__(self, path: str, fd: int) -> None:
-        self.path = path
-        self.partial = partial_path(path)
-        self._fd: int | None = fd
-        self._seq = 0
-        self._prev = GENESIS
+        super().__init__(path, fd)
+        self.chain = Chain()
 
     @classmethod
     def create(cls, path: str) -> Recorder:
@@ -82,27 +65,7 @@ class Recorder:
             CassetteExists: the formal file or the partial already exists.
             CassetteIOError: the partial cannot be created.
         """
-        partial = partial_path(path)
-        if os.path.lexists(path):
-            raise CassetteExists(os.path.basename(path))
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-        try:
-            fd = os.open(partial, flags, 0o600)
-        except FileExistsError:
-            raise CassetteExists(os.path.basename(partial)) from None
-        except OSError as exc:
-            raise _io_error("create", partial, exc) from None
-        try:
-            _fsync_dir(partial)
-        except OSError as exc:
-            os.close(fd)
-            raise _io_error("sync directory of", partial, exc) from None
-        return cls(path, fd)
-
-    @property
-    def frames(self) -> int:
-        """Number of frames written so far."""
-        return self._seq
+        return cls(path, cls.open_partial(path))
 
     def append(self, frame: F) -> F:
         """Chain, seal, write and fsync one frame; return it as written.
@@ -110,48 +73,9 @@ class Recorder:
         Raises:
             CassetteIOError: the write or fsync failed; the recorder is closed for good.
         """
-        if self._fd is None:
-            raise CassetteIOError("append to", os.path.basename(self.partial), "EBADF")
-        chained = msgspec.structs.replace(frame, seq=self._seq, prev=self._prev)
-        sealed, line = seal(chained)
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(self._fd, view) :]
-            os.fsync(self._fd)
-        except OSError as exc:
-            self.abandon()
-            raise _io_error("write", self.partial, exc) from None
-        self._seq += 1
-        assert sealed.hash is not UNSET
-        self._prev = sealed.hash
+        sealed, line = self.chain.link(frame)
+        self.write_lines([line])
         return sealed
-
-    def publish(self) -> None:
-        """Close the partial, link it create-only to the formal path, then unlink it.
-
-        Raises:
-            CassetteExists: the formal file appeared meanwhile; the partial is kept.
-            CassetteIOError: closing, linking or unlinking failed.
-        """
-        self.abandon()
-        try:
-            os.link(self.partial, self.path)
-        except FileExistsError:
-            raise CassetteExists(os.path.basename(self.path)) from None
-        except OSError as exc:
-            raise _io_error("publish", self.path, exc) from None
-        try:
-            os.unlink(self.partial)
-            _fsync_dir(self.path)
-        except OSError as exc:
-            raise _io_error("remove", self.partial, exc) from None
-
-    def abandon(self) -> None:
-        """Close the partial and leave it on disk as evidence."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            os.close(fd)
 
 
 class RecordedCall(msgspec.Struct, frozen=True, gc=False):
@@ -214,8 +138,8 @@ class _Scanner:
         try:
             frame = decode_frame(body)
         except msgspec.DecodeError as exc:
-            at = str(exc).rpartition(" - at `")[2].rstrip("`") if " - at `" in str(exc) else "$"
-            raise CassetteInvalid(f"not a frame of this schema (at {at})", line=number) from None
+            reason = f"not a frame of this schema (at {schema_location(exc)})"
+            raise CassetteInvalid(reason, line=number) from None
         kind = type(frame).__struct_config__.tag
         assert isinstance(kind, str)
         ordinal = getattr(frame, "ordinal", None)
@@ -339,7 +263,7 @@ def _scan(path: str, scanner: _Scanner) -> None:
     except FileRefused as refused:
         raise CassetteIOError("read", display_name(path), refused.reason) from None
     except OSError as exc:
-        raise _io_error("read", path, exc) from None
+        raise CassetteIOError("read", display_name(path), reason_of(exc)) from None
     scanner.finish()
 
 

@@ -86,6 +86,11 @@ def dsh_wall(tmp: Path, name: str, patch: str) -> tuple[float, set[int], str]:
 
 
 def main() -> None:
+    if os.environ.get("BENCH_ONLY") == "cancel":
+        with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp_name:
+            root = Path(os.environ.get("BENCH_ROOT", str(ROOT))).resolve()
+            cancel_section(Path(tmp_name), root, {"PYTHONPATH": str(root)} if root != ROOT else {})
+        return
     node_version = subprocess.run(["node", "--version"], capture_output=True, text=True, check=True)
     print(
         f"dsh-sidecar bridge benchmark  (node {node_version.stdout.strip()}, python {sys.version.split()[0]},"
@@ -169,21 +174,57 @@ def main() -> None:
                 f"   target <= 300 ms: {verdict(row['medianUs'] <= 300_000)}"
             )
 
-        cancel_dir = tmp / "cancel"
-        cancel_dir.mkdir()
-        cancel = node("cancel", PYTHON, str(root), str(cancel_dir), env=under_test)
-        print(
-            f"\n(e) {cancel['probe']} answered while 32 callers record selected calls (fsync per frame),"
-            f" {cancel['n']} probes"
-        )
-        print(
-            f"    median {cancel['medianUs']:8.1f} us   p99 {cancel['p99Us']:8.1f} us"
-            f"   target p99 <= 1000 us: {verdict(cancel['p99Us'] <= 1000)}"
-            f"   ({cancel['recordedPerSec']:.0f} recorded calls/s meanwhile)"
-        )
+        cancel_section(tmp, root, under_test)
 
         if DSH_RUNS > 0:
             dsh_section(tmp)
+
+
+def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str], recorders: int = 32) -> dict[str, Any]:
+    """One measurement of `$/cancelRequest` latency while ``recorders`` callers record (fsync per frame)."""
+    cancel_dir = tmp / name
+    cancel_dir.mkdir()
+    return node("cancel", PYTHON, str(root), str(cancel_dir), env={**env, "BENCH_RECORDERS": str(recorders)})
+
+
+def cancel_row(label: str, cancel: dict[str, Any]) -> None:
+    print(
+        f"    {label:9s} p50 {cancel['medianUs']:8.1f} us   p99 {cancel['p99Us']:8.1f} us"
+        f"   {cancel['recordedPerSec']:7.0f} recorded calls/s   target p99 <= 1000 us:"
+        f" {verdict(cancel['p99Us'] <= 1000)}"
+    )
+
+
+def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
+    """(e), with BENCH_BASELINE=<git rev> measured the same way on a temporary worktree of that rev."""
+    rev = os.environ.get("BENCH_BASELINE", "")
+    baseline: dict[str, Any] | None = None
+    if rev:
+        where = tmp / "baseline"
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(where), rev], check=True)
+        try:
+            baseline = cancel_run(tmp, "cancel-baseline", where, {"PYTHONPATH": str(where)})
+        finally:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=True)
+    cancel = cancel_run(tmp, "cancel", root, under_test)
+    # The same probes with nobody recording: what the machine and the transport cost alone.
+    idle = cancel_run(tmp, "cancel-idle", root, under_test, recorders=0)
+    print(
+        f"\n(e) {cancel['probe']} answered while 32 callers record selected calls (execute, post-execute,"
+        f" result; fsync per frame), {cancel['n']} probes"
+    )
+    cancel_row("this tree", cancel)
+    print(
+        f"    {'no load':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
+        "   (this tree, nobody recording: the floor of the probe on this machine now)"
+    )
+    if baseline is not None:
+        cancel_row(rev[:9], baseline)
+        print(
+            f"    ratio this/baseline: cancel p99 {cancel['p99Us'] / baseline['p99Us']:.2f}x,"
+            f" p50 {cancel['medianUs'] / baseline['medianUs']:.2f}x,"
+            f" recorded calls/s {cancel['recordedPerSec'] / baseline['recordedPerSec']:.2f}x"
+        )
 
 
 def dsh_section(tmp: Path) -> None:

@@ -20,6 +20,7 @@ const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50000)
 const IN_FLIGHT = 32
 const STARTUPS = Number(process.env.BENCH_STARTUPS ?? 10)
 const PROBES = Number(process.env.BENCH_PROBES ?? 1000)
+const RECORDERS = Number(process.env.BENCH_RECORDERS ?? IN_FLIGHT)
 
 /** @param {number} i */
 const executeParams = (i) => ({ handle: `h${i}`, path: `root/${i}`, tool: 'weather_lookup', callId: `call_${i}`, args: '{"city":"Paris","unit":"c"}' })
@@ -144,7 +145,8 @@ async function startup() {
 
 /**
  * `$/cancelRequest` sent as a request (answered by the reader, like every cancel) while
- * IN_FLIGHT workers record selected calls (tools/execute, post-execute, result: fsync per frame).
+ * RECORDERS (IN_FLIGHT unless BENCH_RECORDERS says otherwise) workers record selected calls
+ * (tools/execute, post-execute, result: fsync per frame).
  * A bridge that does not answer cancel requests is probed with an unknown method instead.
  */
 async function cancel() {
@@ -156,7 +158,8 @@ async function cancel() {
     new Promise((resolve) => setTimeout(() => resolve('no/such'), 1000)),
   ])
   const result = { isError: false, content: [{ type: 'text', text: 'sunny, 21 C' }], value: { sky: 'sunny', celsius: 21 } }
-  // A recording is published only when its turn ended: the calls run inside one turn.
+  // The recording spans one whole turn, so shutdown publishes it (a recording is published only
+  // once the turn it records really ended).
   rpc.notify('session/turn', { sessionId: 'bench', turn: 1, phase: 'start' })
   let running = true
   let recorded = 0
@@ -169,7 +172,7 @@ async function cancel() {
       recorded++
     }
   }
-  const workers = Array.from({ length: IN_FLIGHT }, (_, w) => worker(w))
+  const workers = Array.from({ length: RECORDERS }, (_, w) => worker(w))
   const us = []
   const t0 = now()
   while (us.length < PROBES) {

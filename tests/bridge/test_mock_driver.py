@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import anyio
 import pytest
 
 from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
-from bridge.protocol import LlmStreamParams, PreStepParams, Route, RouteParams, SeenResult
+from bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route, RouteParams, SeenResult
+from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
-from python_core.config import MockConfig
-from python_core.errors import SidecarError
+from python_core.mock.config import MockConfig
+from python_core.tool_cassette.engine import ToolResult
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
 
@@ -81,9 +83,12 @@ async def test_a_refused_command_fails_the_turn_once() -> None:
     d = driver()
     pre_step(d, "/mock run echo({text: 1})")
 
-    with pytest.raises(SidecarError, match="INVALID_COMMAND"):
-        await d.stream(stream(d, 1))
+    refused = await d.stream(stream(d, 1))
+
+    assert (refused.kind, refused.code) == ("error", "INVALID_COMMAND")
+    assert refused.text.endswith("(column 17)") and not refused.text.startswith("INVALID_COMMAND")
     assert (await d.stream(stream(d, 1))).text == ORDINARY_TURN_TEXT
+    assert d.refused and d.close()[0].startswith("write `/mock run tool({...})`")
 
 
 @pytest.mark.anyio
@@ -107,5 +112,43 @@ def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path:
 
     d.pre_step(PreStepParams(sessionId="s1", turn=1, step=1, cwd=str(tmp_path), texts=["/mock replay s.json"]))
 
-    with pytest.raises(SidecarError, match="UNSUPPORTED_NESTED_TOOL"):
-        anyio.run(d.stream, stream(d, 1))
+    refused = anyio.run(d.stream, stream(d, 1))
+    assert (refused.kind, refused.code) == ("error", "UNSUPPORTED_NESTED_TOOL")
+
+
+def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_flat() -> None:
+    d = driver()
+    hooks = ToolHooks.open(None, Trace(None), d)
+    result = ToolResult(isError=False, content=[{"type": "text", "text": "ok"}])
+
+    def burst(start: int) -> None:
+        for i in range(start, start + 50_000):
+            hooks.result(ResultParams(handle=f"h{i}", path=f"root/{i}", tool="echo", callId=f"call-{i}", result=result))
+
+    burst(0)  # warm up: allocator pools, interned names
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        burst(50_000)
+        burst(100_000)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    # Keeping every outcome, as the driver once did, costs ~20 MB for these 100,000 results.
+    assert after - before < 64 * 1024
+    assert d.turns.statistics().outcomes == 0
+
+
+@pytest.mark.anyio
+async def test_each_kind_of_refusal_prints_its_fix_once() -> None:
+    d = driver()
+    for turn, text in enumerate(["/mock run a(", "/mock run b(", "/mock replay ../x.json"], start=1):
+        pre_step(d, text, turn=turn)
+        assert (await d.stream(stream(d, turn))).kind == "error"
+
+    fixes = d.close()
+
+    assert len(fixes) == 2
+    assert fixes[0].startswith("write `/mock run tool({...})`")
+    assert fixes[1].startswith("replay a file inside the session's folder")

@@ -11,7 +11,7 @@ import pytest
 from bridge.mock_driver import MockDriver
 from bridge.protocol import CancelParams, LlmStreamParams, PreStepParams, SeenResult
 from bridge.trace import Trace
-from python_core.config import MockConfig
+from python_core.mock.config import MockConfig
 
 
 def stream_params(results: list[SeenResult] | None = None) -> LlmStreamParams:

@@ -76,7 +76,7 @@ def test_ordinary_turn_keeps_the_configured_provider(dsh: DshRunner) -> None:
 def test_invalid_mock_command_fails_the_run_without_a_tool_call(dsh: DshRunner) -> None:
     result = dsh.run("/mock run echo({text: 'single quotes'})", check=False)
 
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "INVALID_COMMAND" in result.stderr
     assert _bodies(dsh.cwd) == []
     assert result.tool_calls == []

@@ -159,7 +159,6 @@ def test_overwrite_wait_time_replaces_explicit_waits_but_not_the_default_gap(dsh
     assert len(_tool_messages(result.events)) == 3
     assert _latency_ms(result.events, 2) < 1000
     assert _latency_ms(result.events, 3) >= 100
-    assert result.duration_ms < 5000
 
 
 @pytest.mark.parametrize(
@@ -351,7 +350,7 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
 
     result = dsh.run(script="private-dir/../s.json", check=False)
 
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "PATH_REFUSED" in result.stderr
     assert "parent-segment" in result.stderr
     assert "private-dir" not in result.stderr + result.stdout

@@ -259,7 +259,7 @@ def test_one_call_tree_mock_parent_tool_cassette_and_subagent_cassette_replay_of
 def test_a_replay_script_may_not_delegate_without_a_subagent_cassette(tmp_path: Path) -> None:
     result = run(script={"type": "dsh-mock-script", "version": 1, "steps": [{"tool": "subagent", "args": CHILD}]},
                  cwd=tmp_path, rows=_tools())
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "UNSUPPORTED_NESTED_TOOL" in result.stderr
     assert _bodies(tmp_path) == []
 

@@ -238,7 +238,7 @@ def test_invalid_command_is_refused_by_the_command_itself_and_starts_no_turn(pag
     send(page, '/mock run echo({"text": nope})')
 
     refused = page.locator("[data-chat-flow-kind='command'] [data-error='true']")
-    expect(refused).to_contain_text(re.compile(r"INVALID_COMMAND: .*not valid JSON.*\(column 11\)"))
+    expect(refused).to_contain_text(re.compile(r"INVALID_COMMAND: .*not valid JSON.*\(column 20\)"))
     shot(page, "invalid-command")
     expect(page.locator("[data-mock-dock]")).to_have_count(0)
     assert tool_cards(page) == ["echo"]

@@ -1,4 +1,5 @@
-"""The row config: null sections, NUL bytes and unusable paths are refused by field at boot."""
+"""The row config: one closed tree; null sections, unknown keys, bad values, NUL bytes and
+unusable paths are refused by field at boot."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ from typing import Any
 import pytest
 
 from python_core.config import parse_sidecar_config
+from python_core.config_fields import ConfigSection
 from python_core.errors import ConfigError
+from python_core.mock.config import MockConfig
+from python_core.subagent_cassette.config import CassetteConfig
 
 TOOL = {"mode": "record", "file": "c.ndjson", "include": ["echo"]}
 
@@ -112,3 +116,74 @@ def test_replaying_through_a_symlink_to_a_file_is_accepted(tmp_path: Path) -> No
     config = parse_sidecar_config({"toolCassette": {**TOOL, "mode": "replay", "file": "link.ndjson"}},
                                   cwd=str(tmp_path))
     assert config.tool_cassette is not None
+
+
+@pytest.mark.parametrize(("mock", "message"), [
+    ({"enabeld": False}, "mock.enabeld: unknown field"),
+    ({"enabled": "no"}, "mock.enabled: expected `bool`"),
+    ({"defaultGapMs": -1}, "mock.defaultGapMs: expected `int` >= 0"),
+    ({"defaultGapMs": 3_600_001}, "mock.defaultGapMs: expected `int` <= 3600000"),
+    ({"defaultGapMs": True}, "mock.defaultGapMs: expected `int`"),
+    ({"nestedTools": "team"}, "mock.nestedTools: expected `array`"),
+    ({"nestedTools": ["team", ""]}, "mock.nestedTools[1]: expected `str` of length >= 1"),
+    ("on", "mock: must be an object"),
+])
+def test_the_mock_section_is_closed_and_named_by_field(mock: object, message: str, tmp_path: Path) -> None:
+    assert refusal({"mock": mock}, tmp_path) == f"INVALID_CONFIG: {message}"
+
+
+def test_the_mock_section_parses_its_camel_case_keys(tmp_path: Path) -> None:
+    config = parse_sidecar_config({"mock": {"enabled": False, "defaultGapMs": 0, "nestedTools": ["team"]}},
+                                  cwd=str(tmp_path))
+    assert config.mock == MockConfig(enabled=False, default_gap_ms=0, nested_tools=("team",))
+
+
+def test_the_subagent_section_is_parsed_in_core_with_the_row_field_names(tmp_path: Path) -> None:
+    # It used to stay a raw mapping until the bridge opened the cassette.
+    assert refusal({"subagentCassette": {"mode": "record", "file": "s.jsonl", "speeed": 1}}, tmp_path) == (
+        "INVALID_CONFIG: subagentCassette.speeed: unknown field"
+    )
+    assert refusal({"subagentCassette": {"mode": "record", "file": "s.jsonl", "provider": {"upstrem": "x"}}},
+                   tmp_path) == "INVALID_CONFIG: subagentCassette.provider.upstrem: unknown field"
+    config = parse_sidecar_config({"subagentCassette": {"mode": "record", "file": "s.jsonl"}}, cwd=str(tmp_path))
+    assert isinstance(config.subagent_cassette, CassetteConfig)
+    assert config.subagent_cassette.file == str(tmp_path / "s.jsonl")
+
+
+def test_the_model_section_is_parsed_in_core(tmp_path: Path) -> None:
+    assert refusal({"modelCassette": {"mode": "record", "file": "m.ndjson", "key": 1}}, tmp_path).startswith(
+        "INVALID_CONFIG: modelCassette.key: unknown key"
+    )
+    config = parse_sidecar_config({"modelCassette": {"mode": "record", "file": "m.ndjson"}}, cwd=str(tmp_path))
+    assert config.model_cassette is not None and config.model_cassette.file == str(tmp_path / "m.ndjson")
+
+
+@pytest.mark.parametrize(("section", "field", "reason"), [
+    ({"modelCassette": {"mode": "record", "file": "missing/m.ndjson"}}, "modelCassette.file",
+     "the directory of m.ndjson does not exist"),
+    ({"modelCassette": {"mode": "replay", "file": "absent.ndjson"}}, "modelCassette.file",
+     "absent.ndjson does not exist (replay reads it)"),
+    ({"modelCassette": {"mode": "replay", "file": "d"}}, "modelCassette.file", "d is a directory"),
+    ({"report": "missing/r.json"}, "report", "the directory of r.json does not exist"),
+    ({"report": "d"}, "report", "d is a directory"),
+])
+def test_model_cassette_and_report_paths_are_refused_by_name(
+    section: dict[str, Any], field: str, reason: str, tmp_path: Path,
+) -> None:
+    # Both used to fail later as an I/O error that did not name the field.
+    (tmp_path / "d").mkdir()
+    assert refusal(section, tmp_path) == f"INVALID_CONFIG: {field}: {reason}"
+
+
+def test_the_parsed_config_is_one_closed_tree_of_frozen_structs(tmp_path: Path) -> None:
+    (tmp_path / "c.ndjson").write_text("")
+    config = parse_sidecar_config({
+        "python": ["python3"], "toolCassette": {**TOOL, "mode": "replay"}, "mock": {},
+        "subagentCassette": {"mode": "record", "file": "s.jsonl"}, "modelCassette": {"mode": "record", "file": "m"},
+        "trace": "t.jsonl",
+    }, cwd=str(tmp_path))
+    sections = [config, config.tool_cassette, config.mock, config.subagent_cassette, config.model_cassette]
+    assert config.python == ("python3",)
+    for section in sections:
+        assert isinstance(section, ConfigSection), type(section)
+        assert section.__struct_config__.frozen and section.__struct_config__.forbid_unknown_fields

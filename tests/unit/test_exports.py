@@ -1,56 +1,232 @@
-"""The public surface of each package is small and pinned."""
+"""The public surface is pinned: every module of ``bridge`` and ``python_core`` declares
+``__all__``, and this table holds each one exactly.
+
+A new module, or a name added to or removed from a module's ``__all__``, fails here until the
+table says so: the surface changes on purpose, never by accident.
+"""
 
 from __future__ import annotations
 
-import bridge.pytest_plugin
-import bridge.run
-import python_core.mock
-import python_core.model_cassette
-import python_core.session_log
-import python_core.subagent_cassette
-import python_core.tool_cassette
+import importlib
+import pkgutil
+from types import ModuleType
 
+import pytest
 
-def test_tool_cassette_exports() -> None:
-    assert {"ToolCassetteSession", "parse_config", "verify_file", "load"} <= set(python_core.tool_cassette.__all__)
+import bridge
+import python_core
 
-
-def test_mock_exports() -> None:
-    assert {"MockPlan", "MockSessions", "parse_command", "load_source"} <= set(python_core.mock.__all__)
-
-
-def test_subagent_cassette_exports() -> None:
-    assert set(python_core.subagent_cassette.__all__) == {
-        "CallHandle", "CassetteConfig", "CloseReport", "Forward", "Miss", "Replay", "RunOutcome",
-        "StartRequest", "SubagentCassette", "UpstreamFacts", "parse_config",
-    }
-
-
-def test_model_cassette_exports() -> None:
-    assert set(python_core.model_cassette.__all__) == {
-        "CloseReport", "Forward", "ModelCassette", "ModelCassetteConfig", "ModelStats", "Pass", "Serve",
-        "VerifyReport", "load", "parse_config", "verify_file",
-    }
-
-
-def test_every_exported_name_exists() -> None:
-    for module in (python_core.tool_cassette, python_core.mock, python_core.subagent_cassette,
-                   python_core.model_cassette):
-        for name in module.__all__:
-            assert hasattr(module, name), f"{module.__name__}.{name}"
-
-
-def test_run_api_exports() -> None:
-    assert set(bridge.run.__all__) == {
+EXPORTS: dict[str, list[str]] = {
+    "bridge": [],
+    "bridge.__main__": ["main"],
+    "bridge.cli": ["main"],
+    "bridge.connection": [
+        "Action", "CANCELLED", "Cancel", "Dispatch", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_DEPTH",
+        "METHOD_NOT_FOUND", "PARSE_ERROR", "RpcConnection", "SERVER_ERROR", "Send", "nesting_depth",
+    ],
+    "bridge.hostenv": [
+        "DSH_VERSION", "HMR_VERSION", "HostEnv", "HostError", "MIN_NODE", "PNPM_VERSION", "ensure_host", "find_node",
+        "host_env",
+    ],
+    "bridge.install": [
+        "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "install_package", "install_plugin",
+        "pack_package",
+    ],
+    "bridge.later": ["Later"],
+    "bridge.line_writer": ["LineWriter", "Ticket"],
+    "bridge.mock_driver": ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT", "sleep_ms"],
+    "bridge.model_hooks": ["ModelHooks"],
+    "bridge.protocol": [
+        "AlreadyInitialized", "CancelParams", "CancelResult", "Empty", "ExecuteDecision", "ExecuteParams", "Hook",
+        "HookNotEnabled", "INITIALIZE", "InitializeParams", "InitializeResult", "Lifecycle", "LlmResponse",
+        "LlmStreamParams", "METHODS", "Method", "MockCommandParams", "MockCommandResult", "ModelDecision",
+        "ModelRecordedParams", "ModelRequestParams", "NotInitialized", "PROTOCOL_VERSION", "PostExecuteDecision",
+        "PostExecuteParams", "PreStepParams", "PreStepResult", "ResultParams", "Route", "RouteParams", "RouteResult",
+        "SeenResult", "SessionEndParams", "ShutdownParams", "ShutdownResult", "SubagentDecision",
+        "SubagentOutcomeParams", "SubagentPublishedParams", "SubagentSetup", "SubagentStartParams", "ToolCallOut",
+        "TurnParams",
+    ],
+    "bridge.pytest_plugin": ["DshRunner"],
+    "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
+    "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
         "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
-    }
-    assert bridge.pytest_plugin.__all__ == ["DshRunner"]
-    assert set(python_core.session_log.__all__) == {
+    ],
+    "bridge.server": ["MAX_LINE", "Server"],
+    "bridge.sidecar": ["Sidecar"],
+    "bridge.stdio": ["FdReceiveStream", "FdSendStream", "claim_stdout"],
+    "bridge.subagent_hooks": ["SubagentHooks"],
+    "bridge.tool_hooks": ["ToolHooks"],
+    "bridge.trace": ["Trace"],
+    "python_core": ["__version__"],
+    "python_core.canonical": [
+        "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
+        "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
+        "value_too_deep",
+    ],
+    "python_core.cassette_io": [
+        "Chain", "GENESIS", "LineSink", "PartialFile", "display_name", "frame_hash", "fsync_dir", "line_hash",
+        "mapping_hash", "partial_path", "reason_of", "schema_location", "seal", "seal_mapping",
+    ],
+    "python_core.cli_errors": [
+        "EXIT_DIFFERENT", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "NamedFailure",
+        "NotComparableFailure",
+    ],
+    "python_core.config": ["SidecarConfig", "parse_sidecar_config"],
+    "python_core.config_fields": ["ConfigSection", "Mode", "convert_section", "field_of"],
+    "python_core.config_paths": ["check_nul", "check_path"],
+    "python_core.errors": ["CanonicalJsonError", "ConfigError", "ProtocolError", "SidecarError", "printable"],
+    "python_core.files": ["FileRefused", "display_name", "open_regular", "reason_of"],
+    "python_core.json_pointers": ["PointerChange", "describe", "differing_pointers", "escape_token"],
+    "python_core.mock": [
+        "DEFAULT_NESTED_TOOLS", "EmitFinal", "EmitToolCalls", "MockPlan", "MockStatus", "MockTurns", "ObservedResult",
+        "ReplayCommand", "RunCommand", "Script", "Stop", "TURN_TRANSITIONS", "ToolCall", "assemble_plan",
+        "auxiliary_answer", "encode_script", "find_command", "load_script", "load_source", "parse_arguments",
+        "parse_command", "read_source", "refused_status", "refused_turn_status", "reject_nested_tools",
+        "resolve_replay_path", "source_name_for", "validate_script",
+    ],
+    "python_core.mock.assemble": ["assemble_plan", "find_command", "refused_turn_status"],
+    "python_core.mock.cli": ["mock"],
+    "python_core.mock.command": [
+        "OVERWRITE_WAIT_OPTION", "ReplayCommand", "RunCommand", "parse_arguments", "parse_command",
+    ],
+    "python_core.mock.config": ["MAX_GAP_MS", "MockConfig", "parse_config"],
+    "python_core.mock.convert": ["SESSION_LOG_VERSION", "convert_session"],
+    "python_core.mock.errors": [
+        "ConversionMismatch", "DuplicateMockTurn", "InvalidArgsStop", "InvalidCommand", "InvalidScript",
+        "MissingResult", "MissingSessionId", "MockCancelled", "MockError", "MockIllegalEvent", "PathRefused",
+        "PlanClosed", "SessionsDisposed", "SourceUnreadable", "StaleResult", "ToolFailedStop", "UnknownToolStop",
+        "UnsupportedNestedTool",
+    ],
+    "python_core.mock.machine": [
+        "MockTurns", "ModelRoute", "SeenResult", "TURN_TRANSITIONS", "ToolOutcome", "TurnEvent", "TurnState",
+        "TurnsStats",
+    ],
+    "python_core.mock.nearmiss": ["MAX_DISTANCE", "closest_subcommand", "distance", "is_near_miss"],
+    "python_core.mock.nested": ["DEFAULT_NESTED_TOOLS", "reject_nested_tools"],
+    "python_core.mock.paths": ["resolve_replay_path"],
+    "python_core.mock.plan": [
+        "Action", "DEFAULT_GAP_MS", "EmitFinal", "EmitToolCalls", "MockPlan", "MockStatus", "ObservedResult", "Phase",
+        "PlanState", "Stop", "TRANSITIONS", "ToolCall", "auxiliary_answer", "error_location", "refused_status",
+    ],
+    "python_core.mock.reasons": ["full_message_hint", "refusal_hint", "schema_reasons"],
+    "python_core.mock.script": [
+        "ExecutableStep", "MAX_WAIT_MS", "ParallelStep", "SCRIPT_TYPE", "SCRIPT_VERSION", "Script", "Step",
+        "TOOL_NAME_RULE", "ToolStep", "WaitStep", "decode_script", "encode_script", "executable_steps", "script_id",
+        "validate_script",
+    ],
+    "python_core.mock.source": [
+        "MAX_DECODED_BYTES", "MAX_SOURCE_BYTES", "SourceFormat", "decode_source", "detect_format", "load_script",
+        "load_source", "read_source", "source_name_for",
+    ],
+    "python_core.model_cassette": [
+        "CloseReport", "Forward", "ModelCassette", "ModelCassetteConfig", "ModelStats", "Pass", "Serve",
+        "VerifyReport", "load", "parse_config", "verify_file",
+    ],
+    "python_core.model_cassette.cli": ["cli", "diff_cassettes"],
+    "python_core.model_cassette.config": ["ModelCassetteConfig", "parse_config"],
+    "python_core.model_cassette.engine": ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"],
+    "python_core.model_cassette.errors": [
+        "ModelCassetteExists", "ModelCassetteIOError", "ModelCassetteInvalid", "ModelCassetteMismatch",
+        "ModelExtraCall", "ModelRecordingIncomplete", "ModelReplayPoisoned", "ModelUnconsumed", "short",
+    ],
+    "python_core.model_cassette.format": [
+        "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
+        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "frame_hash", "line_hash",
+        "probe_header", "seal",
+    ],
+    "python_core.model_cassette.request": [
+        "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
+        "parts_of", "parts_of_canonical",
+    ],
+    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"],
+    "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
         "tool_results",
-    }
-    for module in (bridge.run, bridge.pytest_plugin, python_core.session_log):
-        for name in module.__all__:
-            assert hasattr(module, name), f"{module.__name__}.{name}"
+    ],
+    "python_core.subagent_cassette": [
+        "CallHandle", "CassetteConfig", "CloseReport", "Forward", "Miss", "Replay", "RunOutcome", "StartRequest",
+        "SubagentCassette", "UpstreamFacts", "parse_config",
+    ],
+    "python_core.subagent_cassette.cli": ["cli"],
+    "python_core.subagent_cassette.config": ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"],
+    "python_core.subagent_cassette.diff": ["Change", "DiffReport", "diff_cassettes"],
+    "python_core.subagent_cassette.engine": [
+        "CallHandle", "CassetteStats", "CloseReport", "Decision", "Forward", "Miss", "MissDiagnostic", "Replay",
+        "RunOutcome", "SubagentCassette", "UpstreamFacts", "WireResult", "WireResultError", "WireStartError",
+    ],
+    "python_core.subagent_cassette.errors": [
+        "AmbiguousCassette", "AppendIncompatible", "CassetteExists", "CassetteFormatError", "CassetteIntegrityError",
+        "CassetteLocked", "CassetteMiss", "CassetteNotFound", "CassetteReadError", "CassetteStateError",
+        "InvalidStartRequest", "NotComparable", "NothingRecorded", "RedactedReplayRefused", "ReplayPoisoned",
+        "TargetMismatch", "UnconsumedInteractions", "UnsettledCalls", "escape",
+    ],
+    "python_core.subagent_cassette.format": [
+        "Capabilities", "Cassette", "CassetteParser", "DIAGNOSTIC_MAX_BYTES", "FORMAT", "FullRequest", "FullView",
+        "Header", "Interaction", "MetadataView", "Outcome", "ProviderFacts", "RecordedError", "RequestMetadata",
+        "RequestView", "ResultErrorOutcome", "ResultOutcome", "SUPPORTED_TARGETS", "StartErrorOutcome", "Target",
+        "Timing", "ToolFilter", "VERSION", "ambiguous_groups", "check_blocks", "check_header", "check_interaction",
+        "group_key", "outcome_fingerprint", "outcome_kind", "parse_lines", "project_stop_reason", "seal_header",
+        "seal_interaction", "to_json",
+    ],
+    "python_core.subagent_cassette.host": ["ABORTED_RESULT", "PARENT_EVENT_TYPES", "ParentFacts", "start_request"],
+    "python_core.subagent_cassette.identity": [
+        "ParentEvent", "ParentRoute", "StartRequest", "call_key", "fingerprint", "parent_context_fingerprint",
+        "parent_key", "parent_surface", "request_fingerprint", "request_metadata",
+    ],
+    "python_core.subagent_cassette.redact": ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "build_redactor"],
+    "python_core.subagent_cassette.store": ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"],
+    "python_core.tool_cassette": [
+        "CloseReport", "ExecuteEvent", "Passthrough", "PostEvent", "Refuse", "ResultEvent", "Serve",
+        "ToolCassetteConfig", "ToolCassetteSession", "ToolResult", "VerifyReport", "load", "parse_config",
+        "verify_file",
+    ],
+    "python_core.tool_cassette.calls": ["CallSummary", "OutcomeKind", "outcome_json", "summarize"],
+    "python_core.tool_cassette.cli": ["main"],
+    "python_core.tool_cassette.config": ["ToolCassetteConfig", "parse_config"],
+    "python_core.tool_cassette.diff": ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"],
+    "python_core.tool_cassette.engine": [
+        "CALL_TRANSITIONS", "CallPhase", "CassetteStats", "CloseReport", "Event", "ExecuteEvent",
+        "FAILURE_TRANSITIONS", "Passthrough", "PostEvent", "RecordSession", "Refuse", "ReplaySession", "ResultEvent",
+        "Serve", "SessionState", "ToolCassetteSession", "ToolResult",
+    ],
+    "python_core.tool_cassette.errors": [
+        "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
+        "IllegalEvent", "IncludeDiffers", "OutcomeUnrecordable", "RecordingIncomplete", "ReplayPoisoned",
+        "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected", "fingerprint",
+        "rerecord_hint",
+    ],
+    "python_core.tool_cassette.format": [
+        "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",
+        "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION", "canonical_payload", "canonical_text", "decode_frame",
+        "encode", "frame_hash", "probe_header", "seal",
+    ],
+    "python_core.tool_cassette.store": [
+        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "partial_path", "verify_file",
+    ],
+    "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
+}
+
+
+def _modules() -> list[str]:
+    found = []
+    for package in (bridge, python_core):
+        found.append(package.__name__)
+        found += [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+    return sorted(found)
+
+
+def test_every_module_is_pinned() -> None:
+    assert _modules() == sorted(EXPORTS)
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTS))
+def test_the_module_exports_exactly_its_pinned_names(name: str) -> None:
+    module: ModuleType = importlib.import_module(name)
+    exported = module.__dict__.get("__all__")
+    assert isinstance(exported, list), f"{name} declares no __all__ list"
+    assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"
+    assert sorted(exported) == EXPORTS[name]
+    for export in exported:
+        assert hasattr(module, export), f"{name}.{export} is exported but not defined"

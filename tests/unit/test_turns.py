@@ -55,4 +55,3 @@ def test_no_turn_at_all_is_an_interruption() -> None:
 def test_the_error_names_the_cassette_the_reason_and_what_was_kept() -> None:
     error = RecordingInterrupted("tool cassette c.ndjson", "turn 1 ended aborted", "kept c.ndjson.partial")
     assert str(error) == "RECORDING_INTERRUPTED: tool cassette c.ndjson: turn 1 ended aborted; kept c.ndjson.partial"
-    assert error.exit_code == 1

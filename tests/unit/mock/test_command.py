@@ -54,22 +54,25 @@ def test_parse_arguments_takes_the_handler_raw_input() -> None:
         (
             "/mock run t({'a':1})",
             "the arguments of t are not valid JSON (single quotes, unquoted "
-            "keys and comments are not JSON) (column 13)",
+            "keys and comments are not JSON) (column 14)",
         ),
         (
             "/mock run t({a:1})",
             "the arguments of t are not valid JSON (single quotes, unquoted "
-            "keys and comments are not JSON) (column 13)",
+            "keys and comments are not JSON) (column 14)",
         ),
         (
             '/mock run t({"a":1,})',
-            "the arguments of t are not valid JSON (single quotes, "
-            "unquoted keys and comments are not JSON) (column 13)",
+            "the arguments of t are not valid JSON: a trailing comma (column 19)",
+        ),
+        (
+            '/mock run t({"a": [1, 2,]})',
+            "the arguments of t are not valid JSON: a trailing comma (column 24)",
         ),
         (
             '/mock run t({"a":1 /* c */})',
             "the arguments of t are not valid JSON (single quotes, "
-            "unquoted keys and comments are not JSON) (column 13)",
+            "unquoted keys and comments are not JSON) (column 20)",
         ),
         ('/mock run t({"a":1}) // c', "unexpected text after the tool call (column 22)"),
         (
@@ -104,7 +107,12 @@ def test_parse_arguments_takes_the_handler_raw_input() -> None:
         ),
         ("/mock walk t({})", "unknown subcommand; expected run or replay (column 7)"),
         ("/mock", "expected run or replay after /mock (column 6)"),
-        ("/mocker run t({})", "the command must start with /mock (column 1)"),
+        (
+            "/mocker run t({})",
+            "a misspelt /mock command; did you mean /mock run? It was not sent to the model (column 1)",
+        ),
+        ("/mock rnu t({})", "unknown subcommand; did you mean run? (column 7)"),
+        ("/mock Replay s.json", "unknown subcommand; did you mean replay? (column 7)"),
         ("mock run t({})", "the command must start with /mock (column 1)"),
     ],
 )

@@ -119,13 +119,22 @@ def test_results_may_arrive_in_any_order(make_plan: Any) -> None:
     ("code", "message"),
     [
         ("UNKNOWN_TOOL", "UNKNOWN_TOOL: b (mock-t1-2-0) failed at step 2; 1 later step(s) stopped"),
-        ("INVALID_ARGS", "INVALID_ARGS: b (mock-t1-2-0) failed at step 2; 1 later step(s) stopped"),
+        (
+            "INVALID_ARGS",
+            "INVALID_ARGS: b (mock-t1-2-0) failed at step 2; 1 later step(s) stopped; "
+            "its full message is in the session log: dsh-sidecar sessions show s1",
+        ),
         (
             "PERMISSION_DENIED",
             "TOOL_FAILED: b (mock-t1-2-0) failed at step 2 with runtime code "
-            "PERMISSION_DENIED; 1 later step(s) stopped",
+            "PERMISSION_DENIED; 1 later step(s) stopped; "
+            "its full message is in the session log: dsh-sidecar sessions show s1",
         ),
-        (None, "TOOL_FAILED: b (mock-t1-2-0) failed at step 2; 1 later step(s) stopped"),
+        (
+            None,
+            "TOOL_FAILED: b (mock-t1-2-0) failed at step 2; 1 later step(s) stopped; "
+            "its full message is in the session log: dsh-sidecar sessions show s1",
+        ),
     ],
 )
 def test_any_error_result_stops_later_steps(make_plan: Any, code: str | None, message: str) -> None:
@@ -283,3 +292,34 @@ def test_auxiliary_answers_are_fixed_and_do_not_touch_plans(
     plan = make_plan(A)
     assert auxiliary_answer(purpose) == text
     assert plan.state == "ready"
+
+
+@pytest.mark.parametrize(
+    ("message", "shown"),
+    [
+        (
+            'invalid arguments: missing required property "ticker"',
+            'INVALID_ARGS: b (mock-t1-1-0) failed at step 1: missing required property "ticker"; '
+            "0 later step(s) stopped",
+        ),
+        (
+            'invalid arguments: "a.b[0]" must be an integer; "c" is not a declared property '
+            '(additionalProperties: false); "d" must be one of ["x","y"]; "e" must be "fixed"',
+            'INVALID_ARGS: b (mock-t1-1-0) failed at step 1: "a.b[0]" must be an integer; "c" is not a '
+            'declared property (additionalProperties: false); "d" must be one of ["x","y"]; and 1 more; '
+            "0 later step(s) stopped; its full message is in the session log: dsh-sidecar sessions show s1",
+        ),
+        (
+            "invalid arguments: secret-value-123 is wrong; \"k\" must be a boolean",
+            'INVALID_ARGS: b (mock-t1-1-0) failed at step 1: "k" must be a boolean; and 1 more; '
+            "0 later step(s) stopped; its full message is in the session log: dsh-sidecar sessions show s1",
+        ),
+    ],
+)
+def test_invalid_args_shows_the_schema_reason_never_a_value(make_plan: Any, message: str, shown: str) -> None:
+    plan = make_plan(B)
+    (call,) = plan.next_response([]).calls
+    action = plan.next_response([ObservedResult(call.call_id, "b", True, "INVALID_ARGS", error_message=message)])
+    assert isinstance(action, Stop)
+    assert str(action.error) == shown
+    assert "secret-value" not in str(action.error)

@@ -37,7 +37,7 @@ def test_verify_of_a_missing_file_is_an_io_error(tmp_path: Path) -> None:
     result = _run("verify", str(tmp_path / "nope.ndjson"))
 
     assert result.exit_code == 1
-    assert "MODEL_CASSETTE_IO: cannot read nope.ndjson: ENOENT" in result.output
+    assert "MODEL_CASSETTE_IO: cannot read nope.ndjson: no such file" in result.output
     assert str(tmp_path) not in result.output
 
 

@@ -6,10 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
+from python_core.subagent_cassette import cli as cli_module
 from python_core.subagent_cassette.cli import cli
+from python_core.subagent_cassette.format import Cassette
+from python_core.subagent_cassette.store import load
 
 from .conftest import BODY, PROMPT, SECRET
 
@@ -161,6 +165,23 @@ def test_diff_with_a_broken_file_exits_1(pair: tuple[Path, Path]) -> None:
     assert (result.exit_code, result.output) == (
         1,
         "CASSETTE_FORMAT_ERROR: b.cassette.jsonl:1: first record is not a cassette/header\n",
+    )
+
+
+def test_diff_of_incomparable_cassettes_exits_2(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    # rc.8 is the one supported target, so no two loadable files differ in target: the loader
+    # is swapped for one that moves B to another target of the same format version.
+    def loaded(file: str) -> Cassette:
+        cassette = load(file)
+        if file != str(pair[1]):
+            return cassette
+        target = msgspec.structs.replace(cassette.header.target, dshSubagent="0.1.0-rc.9")
+        return msgspec.structs.replace(cassette, header=msgspec.structs.replace(cassette.header, target=target))
+
+    monkeypatch.setattr(cli_module, "load", loaded)
+    result = run("diff", str(pair[0]), str(pair[1]))
+    assert (result.exit_code, result.output) == (
+        2, "NOT_COMPARABLE: header target.dshSubagent differs; the cassettes are not comparable\n",
     )
 
 

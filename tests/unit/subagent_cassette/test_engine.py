@@ -56,7 +56,7 @@ def test_record_then_replay_returns_the_recorded_result(
     decision = replay.on_start(make_start(parent="session-other"))
     assert _text(decision) == BODY
     report = replay.close()
-    assert (report.errors, report.exit_code, report.stats.replayed) == ((), 0, 1)
+    assert (report.errors, report.stats.replayed) == ((), 1)
 
 
 def test_concurrent_siblings_finishing_in_reverse_keep_their_outcomes(
@@ -121,7 +121,6 @@ def test_first_miss_poisons_every_later_start(
     assert str(later.error) == "REPLAY_POISONED: replay stopped after an earlier CASSETTE_MISS"
     report = replay.close()
     assert [e.code for e in report.errors] == ["CASSETTE_MISS", "CASSETTE_UNCONSUMED"]
-    assert report.exit_code == 1
 
 
 def test_unconsumed_interactions_fail_close(
@@ -275,7 +274,7 @@ def test_record_without_any_start_writes_nothing_and_says_so(
         "NOTHING_RECORDED: no subagent start() reached the cassette; empty.cassette.jsonl was "
         "not written (continuable delegations bypass start(): use backgroundMode one-shot)"
     ]
-    assert report.exit_code == 1 and not path.exists()
+    assert not path.exists()
     assert not path.with_name(path.name + ".writer.lock").exists()
 
 
@@ -385,3 +384,38 @@ def test_replay_refuses_another_host_version(record_file: Any, clock: Any) -> No
 def test_replay_exposes_recorded_provider_facts(record_file: Any, open_cassette: Open) -> None:
     facts = open_cassette(record_file(), mode="replay").provider_facts()
     assert facts is not None and (facts.upstream, facts.continuable) == ("spawn", True)
+
+
+def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(
+    tmp_path: Path, clock: Any, ids: Any, make_start: Any, make_outcome: Any
+) -> None:
+    path = tmp_path / "d.cassette.jsonl"
+    config = parse_config({"mode": "record", "file": str(path)})
+    cassette = SubagentCassette.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
+    cassette.on_upstream(UPSTREAM)
+    decision = _forward(cassette, make_start())
+    header = cassette.take_writes()
+    cassette.on_outcome(decision.handle, make_outcome())
+    interaction = cassette.take_writes()
+    assert (len(header), len(interaction), path.exists()) == (1, 1, False)
+    assert cassette.writer is not None
+    cassette.writer.write_lines(header + interaction)
+    report = cassette.close()
+    cassette.writer.close()
+    assert report.errors == () and load(path).count == 1
+
+
+def test_deferred_a_lost_line_is_the_first_error_at_close(
+    tmp_path: Path, clock: Any, ids: Any, make_start: Any, make_outcome: Any
+) -> None:
+    config = parse_config({"mode": "record", "file": str(tmp_path / "d.cassette.jsonl")})
+    cassette = SubagentCassette.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
+    cassette.on_upstream(UPSTREAM)
+    decision = _forward(cassette, make_start())
+    cassette.on_outcome(decision.handle, make_outcome())
+    lost = ConfigError("disk", "full")
+    cassette.write_failed(lost)
+    report = cassette.close()
+    assert cassette.writer is not None
+    cassette.writer.close()
+    assert report.errors[0] is lost

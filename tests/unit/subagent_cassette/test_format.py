@@ -58,17 +58,24 @@ def test_recorded_document_verifies_with_counts(base: Records, sealed: Any, writ
     assert (cassette.count, cassette.interactions) == (2, ())
 
 
-def test_non_canonical_key_order_and_whitespace_are_accepted(base: Records, write: Any) -> None:
-    lines = [json.dumps(dict(reversed(list(r.items()))), indent=None) for r in base]
-    path = write(("\n\n".join(lines) + "\n").encode())
-    assert load(path).count == 2
+@pytest.mark.parametrize("line", [0, 1])
+def test_a_version_2_line_that_is_not_canonical_is_rejected(
+    base: Records, sealed: Any, write: Any, line: int
+) -> None:
+    lines = sealed(base).splitlines(keepends=True)
+    record = json.loads(lines[line])
+    lines[line] = (json.dumps(dict(reversed(list(record.items())))) + "\n").encode()
+    assert reject(write(b"".join(lines))) == (
+        f"CASSETTE_FORMAT_ERROR: doc.cassette.jsonl:{line + 1}: not canonical JSON "
+        "(version 2 lines are written canonical; this one was edited)"
+    )
 
 
-def test_non_canonical_float_form_hashes_like_its_canonical_value(
+def test_a_version_2_float_written_non_canonically_is_rejected(
     base: Records, sealed: Any, write: Any
 ) -> None:
     data = sealed(base).replace(b'"durationMs":40', b'"durationMs":40.0')
-    assert load(write(data)).interactions[0].timing.durationMs == 40.0
+    assert "not canonical JSON" in reject(write(data))
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,16 @@ def test_each_version_has_exactly_its_own_header(
     assert message in str(info.value)
 
 
+def test_a_v1_file_needs_no_canonical_key_order_whitespace_or_number_form(seed_v1: Path) -> None:
+    # Seed 003: "Input lines do not need canonical key order or whitespace"; hashes are over
+    # the re-canonicalised record.
+    records = [json.loads(line) for line in seed_v1.read_bytes().splitlines()]
+    lines = [json.dumps(dict(reversed(list(r.items()))), indent=1).replace("\n", " ") for r in records]
+    seed_v1.write_text("\n\n".join(lines).replace('"durationMs": 829.17', '"durationMs": 8.2917e2') + "\n")
+    cassette = load(seed_v1)
+    assert cassette.count == 2 and cassette.interactions[0].timing.durationMs == 829.17
+
+
 def test_a_v1_start_error_may_be_published_as_the_seed_allows(seed_v1: Path) -> None:
     assert load(seed_v1).interactions[1].published is True
 

@@ -111,8 +111,7 @@ def test_refusals_never_echo_the_value() -> None:
     assert "hunter2" not in refusal({**GOOD, "mode": "hunter2"})
 
 
-def test_config_error_exits_with_usage_code() -> None:
+def test_config_error_carries_the_field() -> None:
     with pytest.raises(ConfigError) as info:
         parse_config(None, cwd="/")
-    assert info.value.exit_code == 2
     assert info.value.field == "toolCassette"

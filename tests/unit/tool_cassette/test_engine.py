@@ -485,3 +485,18 @@ def test_a_file_that_cannot_be_opened_names_the_field_and_the_fix(
     assert str(info.value) == f"CASSETTE_IO: toolCassette.file: {message}"
     assert info.value.hint == hint
     assert str(tmp_path) not in str(info.value) + info.value.hint
+
+
+def test_deferred_recording_hands_over_its_lines_and_a_lost_one_refuses_its_call(
+    make_config: Any, kit: Any
+) -> None:
+    session = ToolCassetteSession.open(make_config("record"), deferred=True)
+    partial = session.config.file + ".partial"
+    assert execute(session, "h") == Passthrough(ordinal=0)
+    assert Path(partial).read_bytes().count(b"\n") == 1  # the header only: nothing written since
+    start = session.take_writes()
+    assert [msgspec.json.decode(line)["kind"] for line in start] == ["call/start"]
+    lost = CassetteIOError("write", "w.tool-cassette.jsonl.partial", "ENOSPC")
+    refused = session.write_failed("h", lost)
+    assert isinstance(refused, Refuse) and refused.error is lost
+    assert session.statistics().state == "failed" and session.statistics().pending == 0
