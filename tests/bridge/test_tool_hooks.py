@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from bridge.protocol import PROTOCOL_VERSION, ExecuteParams, InitializeParams, ShutdownParams
+from bridge.later import Later
+from bridge.protocol import PROTOCOL_VERSION, ExecuteDecision, ExecuteParams, InitializeParams, ShutdownParams
 from bridge.sidecar import Sidecar
 from bridge.tool_hooks import ToolHooks
 from bridge.trace import Trace
@@ -42,7 +44,11 @@ def test_a_selected_call_asks_post_execute_and_an_unselected_one_does_not(tmp_pa
     selected = hooks.execute(_call("echo", 0))
     other = hooks.execute(_call("sleepy", 1))
 
-    assert (selected.action, selected.post) == ("next", True)
+    # A recorded call is answered once its line is durable: a Later, never the no-post answer.
+    assert isinstance(selected, Later)
+    assert isinstance(selected.answer, Coroutine)
+    selected.answer.close()
+    assert isinstance(other, ExecuteDecision)
     assert (other.action, other.post) == ("next", False)
 
 
