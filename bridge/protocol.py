@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from python_core.errors import ProtocolError
 from python_core.mock.plan import MockStatus
-from python_core.subagent_cassette import CallHandle, RunOutcome, UpstreamFacts
-from python_core.subagent_cassette.format import FullRequest, Outcome
+from python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
 from python_core.subagent_cassette.host import ParentFacts
 from python_core.tool_cassette.engine import ToolResult
 
@@ -24,6 +24,7 @@ __all__ = [
     "METHODS",
     "PROTOCOL_VERSION",
     "AlreadyInitialized",
+    "CallHandle",
     "CancelParams",
     "CancelResult",
     "Empty",
@@ -51,6 +52,7 @@ __all__ = [
     "Route",
     "RouteParams",
     "RouteResult",
+    "RunOutcome",
     "SeenResult",
     "SessionEndParams",
     "ShutdownParams",
@@ -62,6 +64,10 @@ __all__ = [
     "SubagentStartParams",
     "ToolCallOut",
     "TurnParams",
+    "UpstreamFacts",
+    "WireResult",
+    "WireResultError",
+    "WireStartError",
 ]
 
 PROTOCOL_VERSION = 1
@@ -296,6 +302,50 @@ class RouteResult(_Closed):
     """``route`` replaces the proposal; ``None`` keeps it."""
 
     route: Route | None
+
+
+class UpstreamFacts(_Closed, kw_only=True):
+    """``subagent/hello`` params: the upstream ``SubagentProvider`` as Node found it."""
+
+    name: str
+    capabilities: Capabilities
+    inheritsParentContext: bool
+    continuable: bool
+
+
+class CallHandle(_Closed):
+    """Identifies one admitted ``start()`` until its outcome."""
+
+    sequence: int
+    callKey: str
+
+
+class WireResult(_Closed, tag_field="kind", tag="result"):
+    """The settled ``SubagentResult`` exactly as ``run.result`` resolved."""
+
+    result: dict[str, Any]
+
+
+class WireStartError(_Closed, tag_field="kind", tag="start-error"):
+    """``upstream.start()`` rejected: ``{name, message, code?}`` of the error."""
+
+    error: RecordedError
+
+
+class WireResultError(_Closed, tag_field="kind", tag="result-error"):
+    """``run.result`` rejected: ``{name, message, code?}`` of the error."""
+
+    error: RecordedError
+
+
+class RunOutcome(_Closed, kw_only=True):
+    """A forwarded run's terminal facts, measured in Node."""
+
+    published: bool
+    local: bool
+    childId: str | UnsetType = UNSET
+    timing: Timing
+    outcome: WireResult | WireStartError | WireResultError
 
 
 class SubagentDecision(_Closed):

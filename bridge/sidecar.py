@@ -45,6 +45,7 @@ from bridge.protocol import (
     SubagentPublishedParams,
     SubagentStartParams,
     TurnParams,
+    UpstreamFacts,
 )
 from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from bridge.subagent_hooks import SubagentHooks
@@ -53,7 +54,6 @@ from bridge.trace import Trace
 from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
-from python_core.subagent_cassette import UpstreamFacts
 from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]

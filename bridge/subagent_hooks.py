@@ -19,25 +19,38 @@ import anyio
 from bridge.later import Later
 from bridge.line_writer import LineWriter, Ticket
 from bridge.protocol import (
+    CallHandle,
     Empty,
+    RunOutcome,
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
     SubagentSetup,
     SubagentStartParams,
+    UpstreamFacts,
+    WireResult,
+    WireStartError,
 )
 from bridge.trace import Trace
 from python_core.cassette_io import display_name
 from python_core.errors import SidecarError
+from python_core.subagent_cassette import CallHandle as Handle
 from python_core.subagent_cassette import (
     CassetteConfig,
     CloseReport,
     Forward,
     Miss,
+    SettledRun,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
 from python_core.subagent_cassette.engine import Decision
+from python_core.subagent_cassette.format import (
+    Outcome,
+    ResultErrorOutcome,
+    ResultOutcome,
+    StartErrorOutcome,
+)
 from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
 from python_core.turns import RecordingInterrupted
 
@@ -69,7 +82,10 @@ class SubagentHooks:
 
     def hello(self, facts: UpstreamFacts) -> None:
         """The upstream provider was found; record mirrors and stores its facts."""
-        self.cassette.on_upstream(facts)
+        self.cassette.on_upstream(Upstream(
+            name=facts.name, capabilities=facts.capabilities,
+            inherits_parent_context=facts.inheritsParentContext, continuable=facts.continuable,
+        ))
         self.trace.write("subagent/hello", upstream=facts.name)
 
     def _queued(self) -> Ticket | None:
@@ -108,21 +124,21 @@ class SubagentHooks:
             self.trace.write("subagent/start", action="miss", error=decision.error.code)
             raise decision.error
         if isinstance(decision, Forward):
-            self.trace.write("subagent/start", action="forward", callKey=decision.handle.callKey)
-            return SubagentDecision(action="forward", handle=decision.handle)
-        self.trace.write("subagent/start", action="replay", callKey=decision.handle.callKey)
+            self.trace.write("subagent/start", action="forward", callKey=decision.handle.call_key)
+            return SubagentDecision(action="forward", handle=_wire_handle(decision.handle))
+        self.trace.write("subagent/start", action="replay", callKey=decision.handle.call_key)
         return SubagentDecision(
-            action="replay", handle=decision.handle, outcome=decision.outcome,
+            action="replay", handle=_wire_handle(decision.handle), outcome=decision.outcome,
             delayMs=decision.delay_ms, startDelayMs=decision.start_delay_ms, aborted=ABORTED_RESULT,
         )
 
     def published(self, params: SubagentPublishedParams) -> None:
         """A forwarded run was published (its child id keys grandchildren)."""
-        self.cassette.on_published(params.handle, params.childId)
+        self.cassette.on_published(_handle(params.handle), params.childId)
 
     def outcome(self, params: SubagentOutcomeParams) -> Later:
         """A forwarded run settled: answered once its interaction is fsync-ed."""
-        self.cassette.on_outcome(params.handle, params.outcome)
+        self.cassette.on_outcome(_handle(params.handle), _settled(params.outcome))
         self.trace.write("subagent/outcome", callKey=params.handle.callKey)
         return Later(self._outcome_written(self._queued()))
 
@@ -164,3 +180,26 @@ class SubagentHooks:
             f"{s.missed} missed, {s.unconsumed} unconsumed"
         )
         return errors, [note]
+
+
+def _handle(wire: CallHandle) -> Handle:
+    return Handle(wire.sequence, wire.callKey)
+
+
+def _wire_handle(handle: Handle) -> CallHandle:
+    return CallHandle(sequence=handle.sequence, callKey=handle.call_key)
+
+
+def _settled(wire: RunOutcome) -> SettledRun:
+    """Map ``subagent/outcome`` params to the engine's run facts (the result still unredacted)."""
+    outcome: Outcome
+    if isinstance(wire.outcome, WireResult):
+        outcome = ResultOutcome(result=wire.outcome.result, redactions=0)
+    elif isinstance(wire.outcome, WireStartError):
+        outcome = StartErrorOutcome(error=wire.outcome.error)
+    else:
+        outcome = ResultErrorOutcome(error=wire.outcome.error)
+    return SettledRun(
+        published=wire.published, local=wire.local, timing=wire.timing, outcome=outcome,
+        child_id=wire.childId if isinstance(wire.childId, str) else None,
+    )

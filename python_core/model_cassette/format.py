@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from python_core.canonical import MAX_SAFE_INTEGER, is_canonical
-from python_core.cassette_io import GENESIS, frame_hash, line_hash, seal
+from python_core.cassette_io import GENESIS, line_hash, seal
 from python_core.model_cassette.request import RequestParts
 
 __all__ = [
@@ -32,7 +32,6 @@ __all__ = [
     "chunk_facts",
     "decode_frame",
     "encode",
-    "frame_hash",
     "line_hash",
     "probe_header",
     "seal",

@@ -13,7 +13,7 @@ import msgspec
 from msgspec import UNSET
 
 from python_core.canonical import is_canonical
-from python_core.cassette_io import Chain, PartialFile, display_name, partial_path, reason_of, schema_location
+from python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
 from python_core.files import FileRefused, open_regular
 from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
 from python_core.model_cassette.format import (
@@ -33,7 +33,7 @@ from python_core.model_cassette.format import (
 )
 from python_core.model_cassette.request import checked_parts, lane_of
 
-__all__ = ["Cassette", "Recorder", "VerifyReport", "load", "partial_path", "verify_file"]
+__all__ = ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"]
 
 
 class Recorder(PartialFile):

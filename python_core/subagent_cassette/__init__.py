@@ -12,9 +12,9 @@ from python_core.subagent_cassette.engine import (
     Forward,
     Miss,
     Replay,
-    RunOutcome,
+    SettledRun,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
 from python_core.subagent_cassette.identity import StartRequest
 
@@ -25,9 +25,9 @@ __all__ = [
     "Forward",
     "Miss",
     "Replay",
-    "RunOutcome",
+    "SettledRun",
     "StartRequest",
     "SubagentCassette",
-    "UpstreamFacts",
+    "Upstream",
     "parse_config",
 ]

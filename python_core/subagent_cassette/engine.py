@@ -23,10 +23,9 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Final
+from typing import Final
 
 import msgspec
-from msgspec import UNSET, UnsetType
 
 from python_core.errors import ConfigError, SidecarError
 from python_core.subagent_cassette.config import CassetteConfig
@@ -87,12 +86,9 @@ __all__ = [
     "Miss",
     "MissDiagnostic",
     "Replay",
-    "RunOutcome",
+    "SettledRun",
     "SubagentCassette",
-    "UpstreamFacts",
-    "WireResult",
-    "WireResultError",
-    "WireStartError",
+    "Upstream",
 ]
 
 ABANDONED: Final = RecordedError(
@@ -124,51 +120,30 @@ TRANSITIONS: Final[dict[State, dict[str, State]]] = {
 }
 
 
-class UpstreamFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """``cassette/hello`` params: the upstream ``SubagentProvider`` as Node found it."""
+class Upstream(msgspec.Struct, frozen=True, kw_only=True):
+    """The upstream ``SubagentProvider`` as the host found it."""
 
     name: str
     capabilities: Capabilities
-    inheritsParentContext: bool
+    inherits_parent_context: bool
     continuable: bool
 
 
-class WireResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind",
-                 tag="result"):
-    """The settled ``SubagentResult`` exactly as ``run.result`` resolved."""
-
-    result: dict[str, Any]
-
-
-class WireStartError(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind",
-                     tag="start-error"):
-    """``upstream.start()`` rejected: ``{name, message, code?}`` of the error."""
-
-    error: RecordedError
-
-
-class WireResultError(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind",
-                      tag="result-error"):
-    """``run.result`` rejected: ``{name, message, code?}`` of the error."""
-
-    error: RecordedError
-
-
-class RunOutcome(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
-    """``subagent/outcome`` params: terminal facts of a forwarded run, measured in Node."""
+class SettledRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Terminal facts of a forwarded run; ``outcome`` is unredacted (``redactions`` is ignored)."""
 
     published: bool
     local: bool
-    childId: str | UnsetType = UNSET
     timing: Timing
-    outcome: WireResult | WireStartError | WireResultError
+    outcome: Outcome
+    child_id: str | None = None
 
 
 class CallHandle(msgspec.Struct, frozen=True):
     """Identifies one admitted start until its outcome."""
 
     sequence: int
-    callKey: str
+    call_key: str
 
 
 class Forward(msgspec.Struct, frozen=True):
@@ -399,11 +374,7 @@ class SubagentCassette:
             raise CassetteStateError(event, self._state.value)
         return following
 
-    def provider_facts(self) -> ProviderFacts | None:
-        """Return the recorded provider facts (replay), for mirroring without an upstream."""
-        return self._header.provider if self._header is not None else None
-
-    def on_upstream(self, facts: UpstreamFacts) -> None:
+    def on_upstream(self, facts: Upstream) -> None:
         """Record the upstream provider facts (record needs them before the first start).
 
         Raises:
@@ -419,7 +390,7 @@ class SubagentCassette:
             cassette=cassette_name,
             upstream=facts.name,
             capabilities=facts.capabilities,
-            inheritsParentContext=facts.inheritsParentContext,
+            inheritsParentContext=facts.inherits_parent_context,
             continuable=facts.continuable,
         )
         if self.config.mode == "record":
@@ -515,8 +486,8 @@ class SubagentCassette:
     ) -> Decision:
         queue = self._queues.get(group)
         if not queue:
-            diagnostic = self._diagnose(handle.callKey, *group, occurrence)
-            return self._poison(CassetteMiss(handle.callKey, diagnostic.differed), diagnostic)
+            diagnostic = self._diagnose(handle.call_key, *group, occurrence)
+            return self._poison(CassetteMiss(handle.call_key, diagnostic.differed), diagnostic)
         record = queue[0]
         outcome = record.outcome
         if (
@@ -599,10 +570,10 @@ class SubagentCassette:
         if self.config.mode != "record" or pending is None:
             raise CassetteStateError("published", "no such run is in flight")
         pending.published = True
-        self._child_keys[child_id] = handle.callKey
+        self._child_keys[child_id] = handle.call_key
         self._state = following
 
-    def on_outcome(self, handle: CallHandle, outcome: RunOutcome) -> None:
+    def on_outcome(self, handle: CallHandle, outcome: SettledRun) -> None:
         """Emit the terminal interaction of a forwarded run (redacted; fsync-ed when written).
 
         Raises:
@@ -617,20 +588,20 @@ class SubagentCassette:
             raise CassetteStateError("outcome", "no such run is in flight")
         self._write(pending, self._persisted_outcome(outcome.outcome), outcome.timing,
                     outcome.published, outcome.local)
-        if not isinstance(outcome.childId, UnsetType):
-            self._child_keys[outcome.childId] = handle.callKey
+        if outcome.child_id is not None:
+            self._child_keys[outcome.child_id] = handle.call_key
         del self._pending[handle]
         self._recorded += 1
         self._state = following
 
-    def _persisted_outcome(self, wire: WireResult | WireStartError | WireResultError) -> Outcome:
+    def _persisted_outcome(self, settled: Outcome) -> Outcome:
         """Redact an outcome for persistence, counting substitutions in the result."""
-        if isinstance(wire, WireResult):
-            result, redactions = self._redactor.value(wire.result)
+        if isinstance(settled, ResultOutcome):
+            result, redactions = self._redactor.value(settled.result)
             return ResultOutcome(result=result, redactions=redactions)
-        message, _ = self._redactor.text(wire.error.message)
-        error = msgspec.structs.replace(wire.error, message=message)
-        if isinstance(wire, WireStartError):
+        message, _ = self._redactor.text(settled.error.message)
+        error = msgspec.structs.replace(settled.error, message=message)
+        if isinstance(settled, StartErrorOutcome):
             return StartErrorOutcome(error=error)
         return ResultErrorOutcome(error=error)
 
@@ -640,7 +611,7 @@ class SubagentCassette:
         assert self._header is not None
         record = Interaction(
             sequence=pending.handle.sequence,
-            callKey=pending.handle.callKey,
+            callKey=pending.handle.call_key,
             parentKey=pending.parent_key,
             parentContextFingerprint=pending.parent_fp,
             occurrence=pending.occurrence,

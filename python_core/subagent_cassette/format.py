@@ -69,7 +69,6 @@ __all__ = [
     "group_key",
     "outcome_fingerprint",
     "outcome_kind",
-    "parse_lines",
     "project_stop_reason",
     "seal_header",
     "seal_interaction",
@@ -601,21 +600,6 @@ class CassetteParser:
             count=self._count,
             last_hash=self._previous,
         )
-
-
-def parse_lines(
-    name: str, lines: Iterable[bytes], *, expected_target: str | None = None, keep: bool = True
-) -> Cassette:
-    """Validate a whole document given as physical lines.
-
-    Raises:
-        CassetteFormatError: see ``CassetteParser.feed`` and ``CassetteParser.finish``.
-        TargetMismatch: the header targets another DSH subagent version.
-    """
-    parser = CassetteParser(name, expected_target=expected_target, keep=keep)
-    for lineno, line in enumerate(lines, start=1):
-        parser.feed(line, lineno)
-    return parser.finish()
 
 
 def seal_header(

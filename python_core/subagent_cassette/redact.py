@@ -63,11 +63,6 @@ class Redactor:
         """Keep ``(field, pattern)`` pairs; ``field`` names the pattern in errors."""
         self._patterns = tuple(patterns)
 
-    @property
-    def active(self) -> bool:
-        """Tell whether any pattern is configured."""
-        return bool(self._patterns)
-
     def text(self, text: str) -> tuple[str, int]:
         """Return ``text`` with every match replaced and the number of substitutions."""
         total = 0

@@ -14,7 +14,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
-from python_core.cassette_io import GENESIS, frame_hash, seal
+from python_core.cassette_io import GENESIS, seal
 
 __all__ = [
     "GENESIS",
@@ -33,7 +33,6 @@ __all__ = [
     "canonical_text",
     "decode_frame",
     "encode",
-    "frame_hash",
     "probe_header",
     "seal",
 ]

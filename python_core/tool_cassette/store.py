@@ -16,7 +16,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from python_core.cassette_io import Chain, PartialFile, display_name, partial_path, reason_of, schema_location
+from python_core.cassette_io import Chain, PartialFile, display_name, frame_hash, reason_of, schema_location
 from python_core.files import FileRefused, open_regular
 from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from python_core.tool_cassette.format import (
@@ -30,7 +30,6 @@ from python_core.tool_cassette.format import (
     ResultFrame,
     StartFrame,
     decode_frame,
-    frame_hash,
     probe_header,
 )
 
@@ -40,7 +39,6 @@ __all__ = [
     "Recorder",
     "VerifyReport",
     "load",
-    "partial_path",
     "verify_file",
 ]
 

@@ -7,10 +7,11 @@ Exit codes (``python_core.cli_errors``): 0 ok, 1 a named error (invalid, unreada
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -19,9 +20,18 @@ from python_core import cli_errors
 from python_core.cli_errors import NamedFailure
 from python_core.errors import SidecarError
 from python_core.mock.cli import mock
+from python_core.model_cassette import ModelCassette, ModelCassetteConfig
 from python_core.model_cassette.cli import cli as model
 from python_core.subagent_cassette.cli import cli as subagent
+from python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
+from python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
+from python_core.subagent_cassette.identity import StartRequest
+from python_core.tool_cassette import ToolCassetteSession
+from python_core.tool_cassette import parse_config as parse_tool_config
 from python_core.tool_cassette.cli import main as tool
+
+HOST = "0.1.0-rc.8"
 
 COMMANDS: list[tuple[str, click.Command, Sequence[str]]] = [
     ("tool verify", tool, ["verify"]),
@@ -30,6 +40,8 @@ COMMANDS: list[tuple[str, click.Command, Sequence[str]]] = [
     ("mock convert", mock, ["convert"]),
     ("subagent verify", subagent, ["verify"]),
     ("subagent inspect", subagent, ["inspect"]),
+    ("model verify", model, ["verify"]),
+    ("model inspect", model, ["inspect"]),
 ]
 IDS = [name for name, _, _ in COMMANDS]
 
@@ -79,12 +91,59 @@ def test_hostile_content_and_names_get_a_named_error_never_a_traceback(
     assert first.split(":")[0].isupper() or "integrity: " in output
 
 
-def test_a_symlink_to_a_valid_script_is_followed(tmp_path: Path) -> None:
-    (tmp_path / "s.json").write_text('{"type":"dsh-mock-script","version":1,"steps":[{"tool":"a","args":{}}]}')
-    os.symlink("s.json", tmp_path / "link.json")
-    code, output = _invoke(mock, ["validate", str(tmp_path / "link.json")])
-    assert code == 0
-    assert output.startswith("ok: link.json (canonical-json): 1 executable step(s)")
+def _mock_script(path: Path) -> None:
+    path.write_text('{"type":"dsh-mock-script","version":1,"steps":[{"tool":"a","args":{}}]}')
+
+
+def _tool_cassette(path: Path) -> None:
+    config = parse_tool_config({"mode": "record", "file": path.name, "include": ["a"]}, cwd=str(path.parent))
+    assert ToolCassetteSession.open(config).close().published
+
+
+def _model_cassette(path: Path) -> None:
+    config = ModelCassetteConfig(mode="record", file=str(path))
+    assert ModelCassette.open(config, cwd="/project", host_version=HOST).close().published
+
+
+def _subagent_cassette(path: Path) -> None:
+    # Record writes nothing before the first start, so one child run goes in.
+    cassette = SubagentCassette.open(parse_subagent_config({"mode": "record", "file": str(path)}),
+                                     host_version=HOST, clock=lambda: 1_800_000_000.0)
+    cassette.on_upstream(Upstream(name="spawn", continuable=True, inherits_parent_context=False,
+                                  capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True,
+                                                            persona=True)))
+    start = msgspec.convert({"request": {"prompt": [{"type": "text", "text": "go"}]}, "parentSessionId": "s-1",
+                             "parentEvents": []}, StartRequest)
+    decision = cassette.on_start(start)
+    assert isinstance(decision, Forward)
+    cassette.on_outcome(decision.handle, SettledRun(
+        published=True, local=True,
+        timing=Timing(startedAt="2027-01-15T08:00:00.000Z", startLatencyMs=1.0, durationMs=2.0),
+        outcome=ResultOutcome(result={"output": [], "stopReason": "completed"}, redactions=0),
+    ))
+    assert cassette.close().errors == ()
+
+
+@pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v1: 0 calls"),
+    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v1\ncalls: 0"),
+    ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
+    ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
+    ("subagent verify", subagent, ["verify"], _subagent_cassette, "ok: link: 1 interaction(s), chain intact"),
+    ("subagent inspect", subagent, ["inspect"], _subagent_cassette, "link: 1 interaction(s)\n"),
+    ("model verify", model, ["verify"], _model_cassette, "valid: dsh-model-cassette v1: 0 calls (none)"),
+    ("model inspect", model, ["inspect"], _model_cassette, "protocol: dsh-model-cassette v1"),
+], ids=IDS)
+def test_a_symlink_to_a_valid_file_is_followed(
+    tmp_path: Path, name: str, command: click.Command, head: Sequence[str], write: Callable[[Path], None],
+    first: str,
+) -> None:
+    write(tmp_path / "target")
+    os.symlink("target", tmp_path / "link")
+    code, output = _invoke(command, [*head, str(tmp_path / "link")])
+    assert code == 0, output
+    assert output.startswith(first), output
+    assert str(tmp_path) not in output
 
 
 @pytest.mark.parametrize(("command", "args"), [

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from python_core.canonical import canonical_bytes
+from python_core.cassette_io import frame_hash
 from python_core.model_cassette import load, verify_file
-from python_core.model_cassette.format import decode_frame, frame_hash
+from python_core.model_cassette.format import decode_frame
 
 
 def _lines(path):  # type: ignore[no-untyped-def]

@@ -14,11 +14,19 @@ from python_core.canonical import canonical_bytes, digest
 from python_core.subagent_cassette.config import parse_config
 from python_core.subagent_cassette.engine import (
     Forward,
-    RunOutcome,
+    SettledRun,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
-from python_core.subagent_cassette.format import Capabilities
+from python_core.subagent_cassette.format import (
+    Capabilities,
+    Outcome,
+    RecordedError,
+    ResultErrorOutcome,
+    ResultOutcome,
+    StartErrorOutcome,
+    Timing,
+)
 from python_core.subagent_cassette.identity import StartRequest
 
 HOST = "0.1.0-rc.8"
@@ -86,37 +94,28 @@ def run_outcome(
     local: bool = True,
     duration: float = 40.0,
     **result_extra: Any,
-) -> RunOutcome:
+) -> SettledRun:
+    outcome: Outcome
+    error = RecordedError(name="Error", message=text, code="OFFLINE")
     if kind == "result":
-        outcome: dict[str, Any] = {
-            "kind": "result",
-            "result": {
-                "output": [{"type": "text", "text": text}],
-                "stopReason": stop,
-                **result_extra,
-            },
-        }
+        result = {"output": [{"type": "text", "text": text}], "stopReason": stop, **result_extra}
+        outcome = ResultOutcome(result=result, redactions=0)
+    elif kind == "start-error":
+        outcome = StartErrorOutcome(error=error)
     else:
-        outcome = {"kind": kind, "error": {"name": "Error", "message": text, "code": "OFFLINE"}}
-    return msgspec.convert(
-        {
-            "published": published,
-            "local": local,
-            "timing": {
-                "startedAt": "2027-01-15T08:00:00.000Z",
-                "startLatencyMs": 4.0,
-                "durationMs": duration,
-            },
-            "outcome": outcome,
-        },
-        RunOutcome,
+        outcome = ResultErrorOutcome(error=error)
+    return SettledRun(
+        published=published,
+        local=local,
+        timing=Timing(startedAt="2027-01-15T08:00:00.000Z", startLatencyMs=4.0, durationMs=duration),
+        outcome=outcome,
     )
 
 
-UPSTREAM = UpstreamFacts(
+UPSTREAM = Upstream(
     name="spawn",
     capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True, persona=True),
-    inheritsParentContext=False,
+    inherits_parent_context=False,
     continuable=True,
 )
 
@@ -127,7 +126,7 @@ def make_start() -> Callable[..., StartRequest]:
 
 
 @pytest.fixture
-def make_outcome() -> Callable[..., RunOutcome]:
+def make_outcome() -> Callable[..., SettledRun]:
     return run_outcome
 
 
@@ -159,7 +158,7 @@ def record_file(
     """Record ``calls`` (start, outcome) pairs sequentially into a new cassette."""
 
     def factory(
-        calls: Sequence[tuple[StartRequest, RunOutcome]] | None = None,
+        calls: Sequence[tuple[StartRequest, SettledRun]] | None = None,
         name: str = "rec.cassette.jsonl",
         **config: Any,
     ) -> Path:

@@ -16,7 +16,7 @@ from python_core.subagent_cassette.engine import (
     Miss,
     Replay,
     SubagentCassette,
-    UpstreamFacts,
+    Upstream,
 )
 from python_core.subagent_cassette.errors import (
     AmbiguousCassette,
@@ -152,7 +152,7 @@ def test_nested_interactions_of_a_replayed_child_are_tolerated(
         parentDepth=1,
     )
     grandchild = _forward(record, grandchild_start)
-    assert grandchild.handle.callKey.startswith(child.handle.callKey + "/grandchild-")
+    assert grandchild.handle.call_key.startswith(child.handle.call_key + "/grandchild-")
     record.on_outcome(grandchild.handle, make_outcome())
     record.on_outcome(child.handle, make_outcome())
     record.close()
@@ -363,10 +363,10 @@ def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cass
         host_version="0.1.0-rc.8",
         clock=lambda: 0.0,
     )
-    facts = UpstreamFacts(
+    facts = Upstream(
         name="spawn",
         capabilities=UPSTREAM.capabilities,
-        inheritsParentContext=True,
+        inherits_parent_context=True,
         continuable=True,
     )
     with pytest.raises(AppendIncompatible, match="header provider differs"):
@@ -381,9 +381,9 @@ def test_replay_refuses_another_host_version(record_file: Any, clock: Any) -> No
         )
 
 
-def test_replay_exposes_recorded_provider_facts(record_file: Any, open_cassette: Open) -> None:
-    facts = open_cassette(record_file(), mode="replay").provider_facts()
-    assert facts is not None and (facts.upstream, facts.continuable) == ("spawn", True)
+def test_the_header_keeps_the_upstream_provider_facts(record_file: Any) -> None:
+    facts = load(record_file()).header.provider
+    assert (facts.upstream, facts.continuable, facts.inheritsParentContext) == ("spawn", True, False)
 
 
 def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(

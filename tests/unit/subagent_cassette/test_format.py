@@ -15,7 +15,7 @@ from python_core.subagent_cassette.errors import (
     CassetteIntegrityError,
     TargetMismatch,
 )
-from python_core.subagent_cassette.format import check_blocks, parse_lines
+from python_core.subagent_cassette.format import check_blocks
 from python_core.subagent_cassette.store import load, verify_file
 
 Records = list[dict[str, Any]]
@@ -369,6 +369,3 @@ def test_image_blocks_need_an_attachment_reference() -> None:
         "p[0].attachment is not an image reference"
     )
 
-
-def test_parse_lines_takes_any_iterable(base: Records, sealed: Any) -> None:
-    assert parse_lines("x", sealed(base).splitlines()).count == 2

@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from python_core.canonical import digest_bytes, is_canonical
+from python_core.cassette_io import frame_hash
 from python_core.errors import CanonicalJsonError
 from python_core.tool_cassette.format import (
     GENESIS,
@@ -14,7 +15,6 @@ from python_core.tool_cassette.format import (
     canonical_payload,
     canonical_text,
     decode_frame,
-    frame_hash,
     probe_header,
     seal,
 )
