@@ -8,6 +8,7 @@ there takes effect on the next DSH run without reinstalling the plugin.
 
 from __future__ import annotations
 
+import compileall
 import gzip
 import hashlib
 import io
@@ -17,10 +18,20 @@ import sys
 import tarfile
 from pathlib import Path
 
+import bridge
+import python_core
 from bridge.hostenv import HostEnv, HostError
 from node_shim import SHIM_DIR
 
-__all__ = ["HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "install_package", "install_plugin", "pack_package"]
+__all__ = [
+    "HMR_BLOCK",
+    "HMR_FIX_PROFILES",
+    "PACKAGE",
+    "compile_sidecar",
+    "install_package",
+    "install_plugin",
+    "pack_package",
+]
 
 PACKAGE = "dsh-sidecar-shim"
 _BEGIN = "# >>> dsh-sidecar: rc.8 hmr fix (managed by `dsh-sidecar install`)"
@@ -118,13 +129,26 @@ def install_package(
     return profile_dir
 
 
+def compile_sidecar() -> None:
+    """Write the bytecode of ``bridge`` and ``python_core`` (wherever they are imported from).
+
+    The sidecar starts inside every DSH boot; where ``PYTHONDONTWRITEBYTECODE`` is set, Python
+    would otherwise compile these sources on each start (pip already compiled the dependencies
+    when it installed them). Written explicitly, it is written whatever the variable says.
+    """
+    for package in (bridge, python_core):
+        for directory in package.__path__:
+            compileall.compile_dir(directory, quiet=2)
+
+
 def install_plugin(env: HostEnv, profile: str, python: list[str] | None = None) -> Path:
     """Install the shim into ``profile``, recording which Python its row starts.
 
     For the ``headless`` and ``web`` profiles (both bundles disable the ``hmr`` row the rc.8
     launcher needs) the hmr fix is added to the profile's own ``cordis.patch.yml`` inside a
-    managed block, once.
+    managed block, once. The sidecar's own modules are compiled to bytecode first.
     """
+    compile_sidecar()
     install_json = (json.dumps({"python": python or [sys.executable]}, indent=2) + "\n").encode()
     profile_dir = install_package(env, profile, SHIM_DIR, {"install.json": install_json})
     if profile in HMR_FIX_PROFILES:

@@ -15,8 +15,8 @@ from msgspec import UNSET, UnsetType
 
 from python_core.errors import ProtocolError
 from python_core.mock.plan import MockStatus
-from python_core.subagent_cassette import StartRequest
-from python_core.subagent_cassette.format import Capabilities, Outcome, RecordedError, Timing
+from python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
+from python_core.subagent_cassette.host import ParentFacts
 from python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "SubagentOutcomeParams",
     "SubagentPublishedParams",
     "SubagentSetup",
+    "SubagentStartParams",
     "ToolCallOut",
     "TurnParams",
     "UpstreamFacts",
@@ -87,19 +88,29 @@ class InitializeParams(_Closed):
 
 
 class SubagentSetup(_Closed):
-    """Provider names: register the cassette as ``name`` once ``upstream`` exists."""
+    """Provider names: register the cassette as ``name`` once ``upstream`` exists.
+
+    ``parentEvents``: the parent session event types ``subagent/start`` carries.
+    """
 
     name: str
     upstream: str
+    parentEvents: list[str]
 
 
 class InitializeResult(_Closed):
-    """The hooks the shim must install; nothing else is installed."""
+    """The hooks the shim must install; nothing else is installed.
+
+    ``askExecute: false`` (with the ``tools`` hooks): no call is selected or traced, so the shim
+    runs ``tools/execute`` and ``tools/post-execute`` without asking and only reports
+    ``tools/result``.
+    """
 
     protocolVersion: int
     hooks: list[Literal["tools", "llm", "subagent", "model", "turns"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
+    askExecute: bool = True
 
 
 class ShutdownParams(_Closed):
@@ -132,7 +143,8 @@ class ExecuteDecision(_Closed):
     """``next``: run the real body; ``serve``: return ``result`` without it; ``refuse``: fail closed.
 
     On ``serve`` the shim defers ``deferContexts`` first, and returns ``cancellation`` instead
-    of ``result`` when the caller's signal is already aborted.
+    of ``result`` when the caller's signal is already aborted. ``post: false`` tells the shim
+    that this call's ``tools/post-execute`` needs no round trip (it accepts without asking).
     """
 
     action: Literal["next", "serve", "refuse"]
@@ -141,6 +153,7 @@ class ExecuteDecision(_Closed):
     cancellation: msgspec.Raw | None = None
     code: str = ""
     message: str = ""
+    post: bool = True
 
 
 class PostExecuteParams(_Closed):
@@ -340,7 +353,8 @@ class SubagentDecision(_Closed):
 
     On ``replay``, ``start()`` settles after ``startDelayMs`` (rejecting for a ``start-error``
     outcome) and the run's result after ``delayMs`` (rejecting for ``result-error``), both from
-    admission; the run has a fresh id and ``localAgent: undefined``.
+    admission, or with ``aborted`` as soon as the caller aborts; the run has a fresh id and
+    ``localAgent: undefined``.
     """
 
     action: Literal["forward", "replay"]
@@ -348,6 +362,17 @@ class SubagentDecision(_Closed):
     outcome: Outcome | None = None
     delayMs: float = 0.0
     startDelayMs: float = 0.0
+    aborted: msgspec.Raw | None = None
+
+
+class SubagentStartParams(_Closed):
+    """``subagent/start``: the request without ``parent``, ``signal`` and ``descriptor``, and the
+    parent as the host shows it (Python derives the call's identity from both).
+    """
+
+    request: FullRequest
+    parent: ParentFacts
+    signalAborted: bool = False
 
 
 class SubagentPublishedParams(_Closed):
@@ -436,7 +461,7 @@ METHODS: dict[str, Method] = {
     "mock/session-end": Method(SessionEndParams, None, "mock_session_end", hook="llm"),
     "mock/cancel": Method(CancelParams, CancelResult, "mock_cancel", hook="llm"),
     "subagent/hello": Method(UpstreamFacts, Empty, "subagent_hello", hook="subagent"),
-    "subagent/start": Method(StartRequest, SubagentDecision, "subagent_start", hook="subagent"),
+    "subagent/start": Method(SubagentStartParams, SubagentDecision, "subagent_start", hook="subagent"),
     "subagent/published": Method(SubagentPublishedParams, None, "subagent_published", hook="subagent"),
     "subagent/outcome": Method(SubagentOutcomeParams, Empty, "subagent_outcome", hook="subagent"),
     "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),

@@ -43,6 +43,7 @@ from bridge.protocol import (
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
+    SubagentStartParams,
     TurnParams,
     UpstreamFacts,
 )
@@ -53,7 +54,6 @@ from bridge.trace import Trace
 from python_core import __version__
 from python_core.config import SidecarConfig, parse_sidecar_config
 from python_core.errors import ProtocolError, SidecarError
-from python_core.subagent_cassette import StartRequest
 from python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
@@ -106,6 +106,8 @@ class Sidecar:
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
             hooks.append("tools")
+        # Only a cassette or the trace looks at a call before its result.
+        ask_execute = config.tool_cassette is not None or config.trace is not None
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
                 config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
@@ -128,7 +130,7 @@ class Sidecar:
             hooks.append("turns")
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
-            subagent=None if self.subagents is None else self.subagents.setup,
+            subagent=None if self.subagents is None else self.subagents.setup, askExecute=ask_execute,
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
@@ -247,7 +249,7 @@ class Sidecar:
         self._subagents().hello(params)
         return Empty()
 
-    def subagent_start(self, params: StartRequest) -> SubagentDecision | Later:
+    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
         """``subagent/start``: forward, replay, or refuse one ``start()``."""
         return self._subagents().start(params)
 

@@ -30,6 +30,7 @@ from bridge.protocol import (
     SubagentOutcomeParams,
     SubagentPublishedParams,
     SubagentSetup,
+    SubagentStartParams,
     UpstreamFacts,
     WireResult,
     WireStartError,
@@ -44,7 +45,6 @@ from python_core.subagent_cassette import (
     Forward,
     Miss,
     SettledRun,
-    StartRequest,
     SubagentCassette,
     Upstream,
 )
@@ -55,6 +55,7 @@ from python_core.subagent_cassette.format import (
     ResultOutcome,
     StartErrorOutcome,
 )
+from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
 from python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
@@ -85,7 +86,7 @@ class SubagentHooks:
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time,
                                          deferred=True)
         name, upstream = config.provider.names()
-        return cls(cassette, SubagentSetup(name=name, upstream=upstream), trace)
+        return cls(cassette, SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES)), trace)
 
     def hello(self, facts: UpstreamFacts) -> None:
         """The upstream provider was found; record mirrors and stores its facts."""
@@ -99,8 +100,9 @@ class SubagentHooks:
         lines = self.cassette.take_writes()
         return self.writer.submit(lines) if lines and self.writer is not None else None
 
-    def start(self, request: StartRequest) -> SubagentDecision | Later:
+    def start(self, params: SubagentStartParams) -> SubagentDecision | Later:
         """Decide one ``start()``: forward to the upstream, replay, or refuse with a miss."""
+        request = start_request(params.request, params.parent, signal_aborted=params.signalAborted)
         decision = self.cassette.on_start(request)
         ticket = self._queued()
         if ticket is not None:
@@ -135,7 +137,7 @@ class SubagentHooks:
         self.trace.write("subagent/start", action="replay", callKey=decision.handle.call_key)
         return SubagentDecision(
             action="replay", handle=_wire_handle(decision.handle), outcome=decision.outcome,
-            delayMs=decision.delay_ms, startDelayMs=decision.start_delay_ms,
+            delayMs=decision.delay_ms, startDelayMs=decision.start_delay_ms, aborted=ABORTED_RESULT,
         )
 
     def published(self, params: SubagentPublishedParams) -> None:

@@ -41,6 +41,8 @@ from python_core.tool_cassette.engine import (
 __all__ = ["ToolHooks"]
 
 _NEXT = ExecuteDecision(action="next")
+# An unselected call with no trace: post-execute would only accept, so the shim skips asking.
+_NEXT_NO_POST = ExecuteDecision(action="next", post=False)
 _ACCEPT = PostExecuteDecision(action="accept")
 # A call seen only after tools/execute (denied in pre-execute, or short-circuited outside us).
 _NO_PATH = "(not dispatched)"
@@ -85,6 +87,8 @@ class ToolHooks:
     def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
         cassette = self._selected(params.tool)
+        if cassette is None and not self.trace.enabled:
+            return _NEXT_NO_POST
         if cassette is None:
             return self._decided(params, None)
         try:

@@ -23,6 +23,11 @@ class Trace:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "ab", buffering=0)
 
+    @property
+    def enabled(self) -> bool:
+        """Whether a path is configured (a disabled trace writes nothing)."""
+        return self._file is not None
+
     def write(self, method: str, **fields: Any) -> None:
         """Record one hook."""
         if self._file is not None:

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import z from '@deepseek-ai/schemastery'
 import { installMockRoute } from './mock.js'
 import { installModelCassette } from './model.js'
-import { Rpc, SidecarUnavailable, plain } from './rpc.js'
+import { RemoteError, Rpc, SidecarUnavailable, messageOf, plain } from './rpc.js'
 import { installSubagentProvider } from './subagent.js'
 import { installToolHooks } from './tools.js'
 
@@ -22,7 +22,7 @@ const PROTOCOL_VERSION = 1
 
 const here = dirname(fileURLToPath(import.meta.url))
 
-/** The Python the installer ran with, unless the row names one. */
+/** The Python the installer ran with, unless the row names one. @returns {string[]} */
 function installedPython() {
   const file = join(here, 'install.json')
   if (!existsSync(file)) return ['python3']
@@ -38,7 +38,7 @@ export const Config = z.object({
   modelCassette: z.any(),
 })
 
-/** @param {string} pkg */
+/** @param {string} pkg @returns {string | null} */
 function versionOf(pkg) {
   const require = createRequire(import.meta.url)
   for (const dir of require.resolve.paths(pkg) ?? []) {
@@ -51,23 +51,29 @@ function versionOf(pkg) {
 const HOST_PACKAGES = ['@deepseek-ai/dsh', '@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-llm',
   '@deepseek-ai/dsh-agent', '@deepseek-ai/dsh-subagent', '@deepseek-ai/cordis']
 
-/** Start the sidecar and finish the handshake. @param {any} config */
+/**
+ * @typedef {{ python?: string[], toolCassette?: unknown, mock?: unknown, subagentCassette?: unknown, modelCassette?: unknown }} RowConfig
+ * @typedef {{ code: number | null, signal: NodeJS.Signals | null, error?: NodeJS.ErrnoException }} Exit
+ */
+
+/** Start the sidecar and finish the handshake. @param {RowConfig} config */
 async function startSidecar(config) {
   const python = config.python?.length ? config.python : installedPython()
   const argv = [...python, '-m', 'bridge']
   const child = spawn(argv[0], argv.slice(1), {
     cwd: process.cwd(),
     stdio: ['pipe', 'pipe', 'inherit'],
-    // Bytecode caching stays on even where the environment turns it off: without it every
-    // sidecar start recompiles bridge/ and python_core/, and DSH boot waits for the handshake.
-    env: { ...process.env, PYTHONUNBUFFERED: '1', PYTHONDONTWRITEBYTECODE: '' },
+    // The environment is the user's, PYTHONDONTWRITEBYTECODE included: `dsh-sidecar install`
+    // compiled the sidecar's bytecode, so a start does not recompile it either way.
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
   })
-  const rpc = new Rpc(/** @type {any} */ (child.stdin), /** @type {any} */ (child.stdout))
+  const rpc = new Rpc(child.stdin, child.stdout)
+  /** @type {Promise<Exit>} */
   const exited = new Promise((resolve) => {
     child.on('exit', (code, signal) => resolve({ code, signal }))
     child.on('error', (error) => resolve({ code: null, signal: null, error }))
   })
-  exited.then((/** @type {any} */ how) => {
+  exited.then((how) => {
     const why = how.error ? `cannot start sidecar (${how.error.code ?? how.error.message})` : `sidecar exited (code ${how.code}, signal ${how.signal})`
     if (rpc.dead === undefined && !rpc.closing) {
       process.stderr.write(`dsh-sidecar: SIDECAR_UNAVAILABLE: ${why}; every later call fails closed\n`)
@@ -77,6 +83,7 @@ async function startSidecar(config) {
   })
   const versions = Object.fromEntries(HOST_PACKAGES.map((p) => [p, versionOf(p)]))
   try {
+    /** @type {import('./types').InitializeResult} */
     const reply = await rpc.request('initialize', {
       protocolVersion: PROTOCOL_VERSION, host: versions, config: plain(config), cwd: process.cwd(), pid: process.pid,
     })
@@ -84,7 +91,7 @@ async function startSidecar(config) {
   } catch (error) {
     // The plugin will not activate, so no cleanup effect will run: close the child here.
     rpc.closing = true
-    child.stdin?.end()
+    child.stdin.end()
     throw error
   }
 }
@@ -93,39 +100,40 @@ async function startSidecar(config) {
  * The sidecar refused to start (a named error) or could not start: say it once, with the fix,
  * and end the DSH process before any turn runs. Throwing instead would make rc.8 print the
  * error with its stack twice; carrying on without the sidecar would run real tools.
- * @param {any} error
+ * @param {unknown} error
  * @returns {never}
  */
 function refuseBoot(error) {
   // A sidecar that could not start was already reported by its exit watcher.
-  if (!(error instanceof SidecarUnavailable)) process.stderr.write(`dsh-sidecar: ${error.message}\n`)
-  const hint = error.hint ?? (error instanceof SidecarUnavailable
+  if (!(error instanceof SidecarUnavailable)) process.stderr.write(`dsh-sidecar: ${error instanceof Error ? error.message : String(error)}\n`)
+  const hint = (error instanceof RemoteError ? error.hint : undefined) ?? (error instanceof SidecarUnavailable
     ? 'the row\'s `python` (default: the interpreter `dsh-sidecar install` ran with) must start `-m bridge`; re-run `dsh-sidecar install` from that environment or set `python`'
     : undefined)
   if (hint) process.stderr.write(`dsh-sidecar: fix: ${hint}\n`)
   process.exit(1)
 }
 
-/** @param {import('@deepseek-ai/cordis').Context} ctx @param {any} config */
+/** @param {import('./types').Context} ctx @param {RowConfig} config */
 export async function apply(ctx, config) {
   /** @type {Rpc | undefined} */
   let rpc
-  /** @type {any} */
+  /** @type {import('./types').InitializeResult | undefined} */
   let reply
   await ctx.effect(async () => {
-    const started = await startSidecar(config).catch((/** @type {any} */ error) => refuseBoot(error))
+    const started = await startSidecar(config).catch(refuseBoot)
     rpc = started.rpc
     reply = started.reply
     return async () => {
       const sidecar = started.rpc
+      /** @type {import('./types').ShutdownResult} */
       let status = { exitCode: 0, errors: [], notes: [] }
       if (sidecar.dead === undefined) {
         try { status = await sidecar.request('shutdown', {}) } catch (error) {
-          status = { exitCode: 1, errors: [/** @type {Error} */ (error).message], notes: [] }
+          status = { exitCode: 1, errors: [messageOf(error)], notes: [] }
         }
       }
       sidecar.closing = true
-      started.child.stdin?.end()
+      started.child.stdin.end()
       const timer = setTimeout(() => started.child.kill('SIGKILL'), 10_000)
       await started.exited
       clearTimeout(timer)
@@ -136,22 +144,27 @@ export async function apply(ctx, config) {
       }
     }
   }, 'dsh-sidecar process')
-  const live = /** @type {Rpc} */ (rpc)
+  // The effect above either set both or ended the process (refuseBoot).
+  if (rpc === undefined || reply === undefined) return
+  const live = rpc
   const hooks = new Set(reply.hooks)
-  if (hooks.has('tools')) installToolHooks(ctx, live)
+  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false)
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
   if (hooks.has('turns')) {
     // Python publishes a recording only once its turn really ended: forward turn boundaries.
-    ctx.on('session/event', (/** @type {any} */ session, /** @type {any} */ event) => {
-      if (event.type !== 'turn/start' && event.type !== 'turn/end') return
-      live.notify('session/turn', {
-        sessionId: String(session.id), turn: event.data.turn, phase: event.type === 'turn/start' ? 'start' : 'end',
-        ...(event.type === 'turn/end' ? { reason: event.data.reason?.kind ?? null } : {}),
-      })
+    ctx.on('session/event', (session, event) => {
+      if (event.type === 'turn/start') {
+        live.notify('session/turn', { sessionId: String(session.id), turn: event.data.turn, phase: 'start' })
+      } else if (event.type === 'turn/end') {
+        live.notify('session/turn', {
+          sessionId: String(session.id), turn: event.data.turn, phase: 'end', reason: event.data.reason?.kind ?? null,
+        })
+      }
     })
   }
-  if (hooks.has('subagent')) {
-    ctx.inject(['subagents'], (/** @type {any} */ sctx) => installSubagentProvider(sctx, live, reply.subagent))
+  const setup = reply.subagent
+  if (hooks.has('subagent') && setup !== undefined) {
+    ctx.inject(['subagents'], (sctx) => installSubagentProvider(sctx, live, setup))
   }
 }

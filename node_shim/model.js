@@ -7,11 +7,16 @@
  * The route, `request/header` and `assistant/message` provenance stay the provider's own.
  */
 import { performance } from 'node:perf_hooks'
-import { plain } from './rpc.js'
+import { codeOf, messageOf, plain } from './rpc.js'
 
-/** @typedef {import('./rpc.js').Rpc} Rpc */
+/**
+ * @typedef {import('./rpc.js').Rpc} Rpc
+ * @typedef {import('./types').Context} Context
+ * @typedef {import('@deepseek-ai/dsh-llm').GenerateOptions} GenerateOptions
+ * @typedef {import('@deepseek-ai/dsh-llm').StreamChunk} StreamChunk
+ */
 
-/** The request as JSON, without the live `signal`. @param {any} options */
+/** The request as JSON, without the live `signal`. @param {GenerateOptions} options */
 function requestOf(options) {
   /** @type {Record<string, unknown>} */
   const out = {}
@@ -22,19 +27,21 @@ function requestOf(options) {
 /**
  * Delegation depth of the agent driving this call (0 for the root agent or a call outside any
  * agent): `agents.currentInitiator()` follows the async context into the waterfall.
- * @param {any} ctx
+ * @param {Context} ctx
  */
 function depthOf(ctx) {
-  const header = ctx.get('agents')?.currentInitiator?.()?.session?.header
+  const header = ctx.get('agents')?.currentInitiator()?.session.header
   if (header === undefined) return 0
   return Math.max(Number(header.delegationDepth ?? 0), header.origin === 'subagent' ? 1 : 0)
 }
 
-/** A terminal chunk carrying a named failure. @param {string} kind @param {any} error */
+/**
+ * A terminal chunk carrying a named failure.
+ * @param {'error' | 'aborted'} kind @param {unknown} error @returns {StreamChunk}
+ */
 function failed(kind, error) {
-  const e = /** @type {any} */ (error)
-  const code = String(e?.code ?? 'SIDECAR_ERROR')
-  const message = String(e?.message ?? e)
+  const code = codeOf(error) ?? 'SIDECAR_ERROR'
+  const message = messageOf(error)
   // The host prints `<code>: <message>`; the sidecar's message already starts with its code.
   return { type: 'finish', reason: { kind, failure: { code, message: message.startsWith(`${code}: `) ? message.slice(code.length + 2) : message } } }
 }
@@ -52,8 +59,8 @@ function until(ms, t0, signal) {
 
 /**
  * One call through the cassette.
- * @param {Rpc} rpc @param {any} options @param {() => AsyncIterable<any>} next @param {number} depth
- * @returns {AsyncGenerator<any>}
+ * @param {Rpc} rpc @param {GenerateOptions} options @param {() => AsyncIterable<StreamChunk>} next @param {number} depth
+ * @returns {AsyncGenerator<StreamChunk>}
  */
 async function* cassetteStream(rpc, options, next, depth) {
   const t0 = performance.now()
@@ -74,14 +81,14 @@ async function* cassetteStream(rpc, options, next, depth) {
     for (let i = 0; i < decision.chunks.length; i++) {
       if (decision.atMs) await until(decision.atMs[i], t0, signal)
       if (signal?.aborted) {
-        yield failed('aborted', { message: 'model cassette replay aborted by the caller', code: 'ABORTED' })
+        yield failed('aborted', Object.assign(new Error('model cassette replay aborted by the caller'), { code: 'ABORTED' }))
         return
       }
       yield decision.chunks[i]
     }
     return
   }
-  /** @type {any[]} */
+  /** @type {StreamChunk[]} */
   const chunks = []
   /** @type {number[]} */
   const atMs = []
@@ -102,7 +109,7 @@ async function* cassetteStream(rpc, options, next, depth) {
   }
 }
 
-/** Front every provider route the cassette captures. @param {any} ctx @param {Rpc} rpc */
+/** Front every provider route the cassette captures. @param {Context} ctx @param {Rpc} rpc */
 export function installModelCassette(ctx, rpc) {
-  ctx.on('llm/stream', (/** @type {any} */ options, /** @type {() => AsyncIterable<any>} */ next) => cassetteStream(rpc, options, next, depthOf(ctx)))
+  ctx.on('llm/stream', (options, next) => cassetteStream(rpc, options, next, depthOf(ctx)))
 }

@@ -5,46 +5,68 @@
  */
 import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
-import { plain } from './rpc.js'
+import { codeOf, plain } from './rpc.js'
 
-/** @typedef {import('./rpc.js').Rpc} Rpc */
+/**
+ * @typedef {import('./rpc.js').Rpc} Rpc
+ * @typedef {import('./types').Context} Context
+ * @typedef {import('./types').ErrorInfo} ErrorInfo
+ * @typedef {import('./types').RunTiming} RunTiming
+ * @typedef {import('./types').RunOutcome} RunOutcome
+ * @typedef {import('./types').CallHandle} CallHandle
+ * @typedef {import('./types').SubagentSetup} SubagentSetup
+ * @typedef {import('@deepseek-ai/dsh-subagent').SubagentProvider} SubagentProvider
+ * @typedef {import('@deepseek-ai/dsh-subagent').SubagentRun} SubagentRun
+ * @typedef {import('@deepseek-ai/dsh-subagent').SubagentResult} SubagentResult
+ * @typedef {import('@deepseek-ai/dsh-subagent').ResolvedSubagentStartRequest} StartRequest
+ * @typedef {import('@deepseek-ai/dsh-session').SessionId} SessionId
+ */
 
-/** `{name, message, code?}` of a thrown value. @param {unknown} error */
+/** `{name, message, code?}` of a thrown value. @param {unknown} error @returns {ErrorInfo} */
 function errorInfo(error) {
   const e = error instanceof Error ? error : new Error(String(error))
-  const code = /** @type {any} */ (e).code
-  return { name: e.name, message: e.message, ...(typeof code === 'string' ? { code } : {}) }
+  const code = codeOf(e)
+  return { name: e.name, message: e.message, ...(code !== undefined ? { code } : {}) }
 }
 
-/** An Error carrying a recorded `{name, message, code?}`. @param {any} info */
+/** An Error carrying a recorded `{name, message, code?}`. @param {ErrorInfo} info */
 function recordedError(info) {
   return Object.assign(new Error(info.message), { name: info.name, ...(info.code ? { code: info.code } : {}) })
 }
 
-/** The start request as JSON, without `parent`, `signal` and `descriptor`. @param {any} request */
+/** The start request as JSON, without `parent`, `signal` and `descriptor`. @param {StartRequest} request */
 function requestView(request) {
-  /** @type {any} */
+  /** @type {Record<string, unknown>} */
   const out = { prompt: plain(request.prompt) }
-  for (const key of ['label', 'agentOptions', 'outputSchema', 'maxDepth', 'toolFilter', 'persona']) {
+  /** @type {Array<'label' | 'agentOptions' | 'outputSchema' | 'maxDepth' | 'toolFilter' | 'persona'>} */
+  const keys = ['label', 'agentOptions', 'outputSchema', 'maxDepth', 'toolFilter', 'persona']
+  for (const key of keys) {
     if (request[key] !== undefined) out[key] = plain(request[key])
   }
   return out
 }
 
-/** What Python needs of the parent: identity facts and its model-visible events. @param {any} request */
-function startParams(request) {
+/**
+ * The parent as the host shows it, unjudged: Python derives the call's identity from these
+ * facts. `eventTypes` are the session event types Python reads (the initialize reply names them).
+ * @param {StartRequest} request @param {ReadonlySet<string>} eventTypes
+ * @returns {import('./types').SubagentStartParams}
+ */
+function startParams(request, eventTypes) {
   const parent = request.parent
-  const header = parent.session.header ?? {}
+  const header = parent.session.header
+  const options = parent.options
   return {
     request: requestView(request),
-    parentSessionId: String(parent.id),
-    ...(header.origin === 'subagent' ? { parentOrigin: 'subagent' } : {}),
-    parentDepth: Math.max(header.delegationDepth ?? 0, parent.options?.subagentDepth ?? 0),
-    ...(header.agentPreset !== undefined ? { parentPreset: header.agentPreset } : {}),
-    parentRoute: plain({ provider: parent.options?.provider, model: parent.options?.model }),
-    parentEvents: parent.session.events
-      .filter((/** @type {any} */ e) => e.type === 'user/message' || e.type === 'assistant/message' || e.type === 'tool/result')
-      .map((/** @type {any} */ e) => ({ type: e.type, data: plain(e.data) })),
+    parent: plain({
+      sessionId: String(parent.id),
+      origin: header.origin,
+      delegationDepth: header.delegationDepth,
+      subagentDepth: options.subagentDepth,
+      agentPreset: header.agentPreset,
+      route: { provider: options.provider, model: options.model },
+      events: parent.session.events.filter((e) => eventTypes.has(e.type)).map((e) => ({ type: e.type, data: e.data })),
+    }),
     signalAborted: request.signal.aborted,
   }
 }
@@ -64,59 +86,68 @@ function until(ms, t0, signal) {
  * A subagent provider whose `start()` Python decides: forward to the upstream provider object
  * (record), or return a replayed run. Registered only while the upstream exists.
  */
-export function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} */ rpc, /** @type {{name: string, upstream: string}} */ setup) {
-  const wrap = (/** @type {any} */ upstream) => {
+export function installSubagentProvider(/** @type {Context} */ ctx, /** @type {Rpc} */ rpc, /** @type {SubagentSetup} */ setup) {
+  const eventTypes = new Set(setup.parentEvents)
+  /** @param {SubagentProvider} upstream @returns {SubagentProvider} */
+  const wrap = (upstream) => {
     const continuable = typeof upstream.prepareContinuable === 'function'
     const facts = { name: upstream.name, capabilities: { ...upstream.capabilities }, inheritsParentContext: upstream.inheritsParentContext, continuable }
     const hello = rpc.request('subagent/hello', facts)
-    /** @type {any} */
-    const provider = {
-      name: setup.name,
-      capabilities: facts.capabilities,
-      inheritsParentContext: facts.inheritsParentContext,
-      async start(/** @type {any} */ request) {
-        const t0 = performance.now()
-        await hello
-        const decision = await rpc.request('subagent/start', startParams(request), request.signal)
-        if (decision.action === 'replay') return replayRun(request, decision, t0)
-        return forwardRun(upstream, request, decision.handle, t0)
-      },
+    /** @type {SubagentProvider['start']} */
+    const start = async (request) => {
+      const t0 = performance.now()
+      await hello
+      const decision = await rpc.request('subagent/start', startParams(request, eventTypes), request.signal)
+      if (decision.action === 'replay') return replayRun(request, decision, t0)
+      return forwardRun(upstream, request, decision.handle, t0)
     }
+    const prepare = upstream.prepareContinuable?.bind(upstream)
     // Continuable children never pass through start(); forwarding keeps continuable tool rows
     // mounting, and Python reports at shutdown when a recording saw no start() at all.
-    if (continuable) provider.prepareContinuable = (/** @type {any} */ request) => upstream.prepareContinuable(request)
-    return provider
+    return {
+      name: setup.name, capabilities: facts.capabilities, inheritsParentContext: facts.inheritsParentContext, start,
+      ...(prepare !== undefined ? { prepareContinuable: prepare } : {}),
+    }
   }
 
-  const replayRun = async (/** @type {any} */ request, /** @type {any} */ decision, /** @type {number} */ t0) => {
+  /**
+   * @param {StartRequest} request @param {Extract<import('./types').SubagentDecision, { action: 'replay' }>} decision
+   * @param {number} t0 @returns {Promise<SubagentRun>}
+   */
+  const replayRun = async (request, decision, t0) => {
     const outcome = decision.outcome
-    await until(decision.startDelayMs, t0, request.signal)
+    await until(decision.startDelayMs ?? 0, t0, request.signal)
     if (request.signal.aborted) throw request.signal.reason ?? new Error('subagent request was aborted before child publication')
     if (outcome.kind === 'start-error') throw recordedError(outcome.error)
-    /** @type {(value: any, failed?: boolean) => void} */
-    let settle = () => {}
-    const result = new Promise((resolve, reject) => { settle = (value, failed) => (failed ? reject(value) : resolve(value)) })
-    const aborted = () => settle({ output: [], stopReason: 'aborted' })
+    /** @type {PromiseWithResolvers<SubagentResult>} */
+    const { promise: result, resolve, reject } = Promise.withResolvers()
+    const aborted = () => resolve(decision.aborted)
     request.signal.addEventListener('abort', aborted, { once: true })
-    until(decision.delayMs, t0, request.signal).then(() => {
+    until(decision.delayMs ?? 0, t0, request.signal).then(() => {
       if (request.signal.aborted) return
-      if (outcome.kind === 'result-error') settle(recordedError(outcome.error), true)
-      else settle(outcome.result)
+      if (outcome.kind === 'result-error') reject(recordedError(outcome.error))
+      else resolve(outcome.result)
     })
     return {
-      id: `cassette-${randomUUID()}`,
+      // A replayed run has no session: its id is a fresh opaque string, branded as the type asks.
+      id: /** @type {SessionId} */ (`cassette-${randomUUID()}`),
       localAgent: undefined,
       result: result.finally(() => request.signal.removeEventListener('abort', aborted)),
       async dispose() { request.signal.removeEventListener('abort', aborted); aborted() },
     }
   }
 
-  const forwardRun = async (/** @type {any} */ upstream, /** @type {any} */ request, /** @type {any} */ handle, /** @type {number} */ t0) => {
-    /** @type {any} */
+  /**
+   * @param {SubagentProvider} upstream @param {StartRequest} request @param {CallHandle} handle
+   * @param {number} t0 @returns {Promise<SubagentRun>}
+   */
+  const forwardRun = async (upstream, request, handle, t0) => {
+    /** @type {RunTiming} */
     const timing = { startedAt: new Date().toISOString() }
     const onAbort = () => { timing.signalAbortedAtMs ??= performance.now() - t0 }
     request.signal.addEventListener('abort', onAbort, { once: true })
-    const report = (/** @type {any} */ outcome) => {
+    /** @param {Omit<RunOutcome, 'timing'>} outcome */
+    const report = (outcome) => {
       timing.durationMs = performance.now() - t0
       request.signal.removeEventListener('abort', onAbort)
       return rpc.request('subagent/outcome', { handle, outcome: { ...outcome, timing } })
@@ -133,11 +164,11 @@ export function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} 
     rpc.notify('subagent/published', { handle, childId: String(run.id) })
     const local = run.localAgent !== undefined
     const result = run.result.then(
-      async (/** @type {any} */ value) => {
+      async (value) => {
         await report({ published: true, local, childId: String(run.id), outcome: { kind: 'result', result: plain(value) } })
         return value
       },
-      async (/** @type {unknown} */ error) => {
+      async (error) => {
         await report({ published: true, local, childId: String(run.id), outcome: { kind: 'result-error', error: errorInfo(error) } })
         throw error
       },
@@ -155,11 +186,11 @@ export function installSubagentProvider(/** @type {any} */ ctx, /** @type {Rpc} 
 
   /** @type {(() => void) | undefined} */
   let unregister
-  const mount = (/** @type {any} */ upstream) => { unregister = ctx.subagents.registerProvider(wrap(upstream)) }
-  ctx.on('subagent/provider-added', (/** @type {any} */ p) => {
+  const mount = (/** @type {SubagentProvider} */ upstream) => { unregister = ctx.subagents.registerProvider(wrap(upstream)) }
+  ctx.on('subagent/provider-added', (p) => {
     if (p.name === setup.upstream && unregister === undefined) mount(p)
   })
-  ctx.on('subagent/provider-removed', (/** @type {string} */ removed) => {
+  ctx.on('subagent/provider-removed', (removed) => {
     if (removed !== setup.upstream || unregister === undefined) return
     unregister()
     unregister = undefined

@@ -4,39 +4,52 @@
  * The structural call path is stamped here, synchronously at entry; Python decides the rest.
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
-import { plain } from './rpc.js'
+import { codeOf, messageOf } from './rpc.js'
 
-/** @typedef {import('./rpc.js').Rpc} Rpc */
+/**
+ * @typedef {import('./rpc.js').Rpc} Rpc
+ * @typedef {import('./types').Context} Context
+ * @typedef {import('./types').ToolCall} ToolCall
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolExecution} ToolExecution
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionToken} ToolExecutionToken
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionFailure} ToolExecutionFailure
+ */
 
-/** @param {string} code @param {string} message */
+/** @param {string} code @param {string} message @returns {ToolExecutionFailure} */
 function failure(code, message) {
   const text = message.startsWith(`${code}:`) ? message : `${code}: ${message}`
   return { isError: true, error: { message: text, info: { name: 'SidecarError', code } }, content: [{ type: 'text', text: `Error: ${text}` }] }
 }
 
-/** @param {unknown} error */
-function codeOf(error) {
-  return /** @type {any} */ (error)?.code ?? 'SIDECAR_UNAVAILABLE'
-}
-
-/** Forward the tool pipeline; the structural path is stamped synchronously at entry. */
-export function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc) {
+/**
+ * Forward the tool pipeline; the structural path is stamped synchronously at entry.
+ * `ask`: whether Python decides each call (the initialize reply's `askExecute`); when it does
+ * not, calls run untouched and only their results are reported.
+ * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask]
+ */
+export function installToolHooks(ctx, rpc, ask = true) {
+  /** @type {AsyncLocalStorage<string>} */
   const als = new AsyncLocalStorage()
-  /** @type {WeakMap<symbol, string>} */
+  /** @type {WeakMap<ToolExecutionToken, string>} */
   const tokenPath = new WeakMap()
-  /** @type {WeakMap<symbol, string>} */
+  /** @type {WeakMap<ToolExecutionToken, string>} */
   const tokenHandle = new WeakMap()
+  /** calls whose post-execute Python said it does not need (`post: false`) @type {WeakSet<ToolExecutionToken>} */
+  const noPost = new WeakSet()
   /** @type {Map<string, number>} */
   const children = new Map()
   let roots = 0
   let handles = 0
-  const handleOf = (/** @type {any} */ exec) => {
+  /** @param {{ token: ToolExecutionToken }} exec */
+  const handleOf = (exec) => {
     let handle = tokenHandle.get(exec.token)
     if (handle === undefined) tokenHandle.set(exec.token, handle = `h${++handles}`)
     return handle
   }
 
-  ctx.on('tools/execute', (/** @type {any} */ exec, /** @type {() => Promise<any>} */ next) => {
+  ctx.on('tools/execute', (dispatched, next) => {
+    // rc.8 hands this listener the registry's run context (see ToolCall in types.d.ts).
+    const exec = /** @type {ToolCall} */ (dispatched)
     const parentPath = exec.parent !== undefined ? tokenPath.get(exec.parent) : als.getStore()
     let path
     if (parentPath === undefined) path = `root/${roots++}`
@@ -46,6 +59,7 @@ export function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc)
       path = `${parentPath}/${n}`
     }
     tokenPath.set(exec.token, path)
+    if (!ask) return als.run(path, next)
     const handle = handleOf(exec)
     return als.run(path, async () => {
       let decision
@@ -55,8 +69,9 @@ export function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc)
         }, exec.signal)
       } catch (error) {
         if (exec.signal.aborted) return failure('ABORTED', 'tool call aborted')
-        return failure(codeOf(error), /** @type {Error} */ (error).message)
+        return failure(codeOf(error) ?? 'SIDECAR_UNAVAILABLE', messageOf(error))
       }
+      if (decision.post === false) noPost.add(exec.token)
       if (decision.action === 'next') return next()
       if (decision.action === 'refuse') return failure(decision.code, decision.message)
       for (const context of decision.deferContexts ?? []) exec.deferContext(context)
@@ -64,23 +79,24 @@ export function installToolHooks(/** @type {any} */ ctx, /** @type {Rpc} */ rpc)
     })
   }, { prepend: true })
 
-  ctx.on('tools/post-execute', async (/** @type {any} */ exec, /** @type {any} */ result, /** @type {() => Promise<any>} */ next) => {
+  ctx.on('tools/post-execute', async (exec, result, next) => {
+    if (!ask || noPost.has(exec.token)) return next()
     let decision
     try {
       decision = await rpc.request('tools/post-execute', {
-        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result: plain(result),
+        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result,
       })
     } catch (error) {
-      decision = { action: 'refuse', message: /** @type {Error} */ (error).message }
+      decision = { action: 'refuse', message: messageOf(error) }
     }
     if (decision.action === 'refuse') return { kind: 'block', feedback: [{ type: 'text', text: `Error: ${decision.message}` }] }
     return next()
   }, { prepend: true })
 
-  ctx.on('tools/result', (/** @type {any} */ exec, /** @type {any} */ result) => {
+  // Results are serialized as they are sent, so the wire carries a snapshot without a copy here.
+  ctx.on('tools/result', (exec, result) => {
     rpc.notify('tools/result', {
-      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result: plain(result),
+      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result,
     })
   })
 }
-

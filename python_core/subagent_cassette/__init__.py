@@ -1,7 +1,8 @@
 """Subagent cassette: record and replay DSH rc.8 one-shot subagent runs at ``provider.start()``.
 
 Layers import downward: ``cli`` -> ``engine``/``diff`` -> ``store`` -> ``identity``/``redact``
--> ``format`` -> ``python_core.canonical``.
+-> ``format`` -> ``python_core.canonical``; ``host`` (the host's raw parent facts to a
+``StartRequest``) -> ``identity``.
 """
 
 from python_core.subagent_cassette.config import CassetteConfig, parse_config

@@ -5,8 +5,8 @@
  *   node driver.mjs bridge  <python> <root> <tmpdir>  tools/execute via node_shim/rpc.js
  *   node driver.mjs startup <python> <root> <tmpdir>  spawn -> initialize reply
  *   node driver.mjs cancel  <python> <root> <tmpdir>  $/cancelRequest latency while 32 calls record
- * BENCH_BYTECODE=keep leaves PYTHONDONTWRITEBYTECODE as the environment has it (the shim
- * clears it); PYTHONPATH in the environment picks the sidecar checkout under test.
+ * The sidecar starts with the environment as the shim passes it (PYTHONDONTWRITEBYTECODE as
+ * set); PYTHONPATH in the environment picks the sidecar checkout under test.
  */
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
@@ -102,8 +102,7 @@ async function loadRpc(root) {
 /** Start `python -m bridge` the way the shim does and finish the handshake. */
 async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n, config = {}) {
   const t0 = now()
-  const bytecode = process.env.BENCH_BYTECODE === 'keep' ? {} : { PYTHONDONTWRITEBYTECODE: '' }
-  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1', ...bytecode } })
+  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   const rpc = new Rpc(child.stdin, child.stdout)
   const reply = await rpc.request('initialize', {

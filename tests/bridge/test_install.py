@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
+import os
+import shutil
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 from bridge.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
 from node_shim import SHIM_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_pack_is_deterministic_and_carries_install_json(tmp_path: Path) -> None:
@@ -55,3 +62,17 @@ def test_hmr_fix_is_added_once_after_the_users_rows(tmp_path: Path) -> None:
     _ensure_hmr_fix(layer)
 
     assert layer.read_text() == "- id: sidecar\n  disabled: false\n\n" + HMR_BLOCK
+
+
+def test_install_compiles_the_sidecar_even_where_bytecode_writing_is_off(tmp_path: Path) -> None:
+    for package in ("bridge", "python_core"):
+        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+
+    subprocess.run([sys.executable, "-c", "from bridge.install import compile_sidecar; compile_sidecar()"],
+                   env=env, cwd=tmp_path, check=True, timeout=120)
+
+    sources = sorted(tmp_path.rglob("*.py"))
+    assert len(sources) > 40
+    missing = [s for s in sources if not Path(importlib.util.cache_from_source(str(s))).is_file()]
+    assert missing == []

@@ -6,10 +6,6 @@ import msgspec
 
 from bridge.protocol import METHODS, CallHandle, RunOutcome, SubagentDecision
 
-# Issue 11 item 4: StartRequest is still the identity module's while the subagent start facts
-# change; this entry goes when it moves (the test below fails once it has).
-ELSEWHERE = {"subagent/start": "python_core.subagent_cassette.identity"}
-
 
 def test_every_method_row_uses_payload_types_of_the_protocol_module() -> None:
     owners = {
@@ -20,7 +16,7 @@ def test_every_method_row_uses_payload_types_of_the_protocol_module() -> None:
     }
     outside = {name: owner for (name, _), owner in owners.items() if owner != "bridge.protocol"}
 
-    assert outside == ELSEWHERE
+    assert outside == {}
 
 
 def test_moved_subagent_payloads_keep_their_wire_bytes() -> None:

@@ -25,10 +25,10 @@ TIMING = {"startedAt": "2027-01-15T08:00:00.000Z", "startLatencyMs": 1.0, "durat
 CAPABILITIES = {"outputSchema": True, "depthLimit": True, "toolFilter": True, "persona": True}
 
 
-def start(id_: str, label: str, parent: str, **extra: Any) -> dict[str, Any]:
+def start(id_: str, label: str, parent: str, **facts: Any) -> dict[str, Any]:
     request = {"prompt": [{"type": "text", "text": label}], "label": label}
     return {"id": id_, "method": "subagent/start",
-            "params": {"request": request, "parentSessionId": parent, "parentEvents": [], **extra}}
+            "params": {"request": request, "parent": {"sessionId": parent, "events": [], **facts}}}
 
 
 async def ask(peer: Peer, message: dict[str, Any]) -> Any:
@@ -54,7 +54,7 @@ async def test_outcome_child_id_and_error_kinds_reach_the_engine(tmp_path: Path)
             "published": True, "local": True, "childId": "child-session", "timing": TIMING,
             "outcome": {"kind": "result", "result": {"output": [], "stopReason": "completed"}}}}})
         grandchild = (await ask(peer, start("s2", "grandchild", "child-session",
-                                            parentOrigin="subagent", parentDepth=1)))["handle"]
+                                            origin="subagent", delegationDepth=1)))["handle"]
         await ask(peer, {"id": "o2", "method": "subagent/outcome", "params": {"handle": grandchild, "outcome": {
             "published": False, "local": False, "timing": TIMING,
             "outcome": {"kind": "start-error", "error": {"name": "Error", "message": "offline", "code": "E_NET"}}}}})

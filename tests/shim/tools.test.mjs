@@ -1,0 +1,135 @@
+// node --test: the tool pipeline hooks, with a fake host context and a fake sidecar.
+import assert from 'node:assert/strict'
+import { test } from 'node:test'
+import { installToolHooks } from '../../node_shim/tools.js'
+
+/** The hooks installed on a fake ctx; `answer(method, params)` plays the sidecar. */
+function setup(answer = () => ({ action: 'next' })) {
+  const listeners = new Map()
+  const ctx = { on: (name, fn, options) => listeners.set(name, { fn, options }) }
+  const requests = []
+  const notes = []
+  const rpc = {
+    request: async (method, params, signal) => { requests.push({ method, params, signal }); return answer(method, params) },
+    notify: (method, params) => notes.push({ method, params }),
+  }
+  installToolHooks(ctx, rpc)
+  const on = (name) => listeners.get(name).fn
+  return { listeners, requests, notes, on }
+}
+
+let tokens = 0
+function exec(name = 'echo', extra = {}) {
+  const deferred = []
+  return {
+    token: Symbol(`t${tokens++}`), callId: `call-${tokens}`, name, arguments: { text: 'hi' },
+    signal: new AbortController().signal, deferContext: (c) => deferred.push(c), deferred, ...extra,
+  }
+}
+
+const OK = { isError: false, value: 1, content: [{ type: 'text', text: 'ran' }] }
+
+test('execute and post-execute are outermost; the result listener is not', () => {
+  const { listeners } = setup()
+  assert.deepEqual(listeners.get('tools/execute').options, { prepend: true })
+  assert.deepEqual(listeners.get('tools/post-execute').options, { prepend: true })
+  assert.equal(listeners.get('tools/result').options, undefined)
+})
+
+test('paths: roots count up, a parent token or the calling context nests a child', async () => {
+  const { requests, on } = setup()
+  const execute = on('tools/execute')
+  const outer = exec('outer')
+  await execute(outer, async () => {
+    await execute(exec('inner'), async () => OK)
+    return OK
+  })
+  await execute(exec('by-token', { parent: outer.token }), async () => OK)
+  await execute(exec('second'), async () => OK)
+  assert.deepEqual(requests.map((r) => [r.params.tool, r.params.path]), [
+    ['outer', 'root/0'], ['inner', 'root/0/0'], ['by-token', 'root/0/1'], ['second', 'root/1'],
+  ])
+  assert.deepEqual(requests[0].params, { handle: 'h1', path: 'root/0', tool: 'outer', callId: requests[0].params.callId, args: '{"text":"hi"}' })
+})
+
+test('next runs the body; post: false skips the post-execute round trip', async () => {
+  const { requests, on } = setup(() => ({ action: 'next', post: false }))
+  const call = exec()
+  assert.equal(await on('tools/execute')(call, async () => OK), OK)
+  assert.deepEqual(await on('tools/post-execute')(call, OK, async () => ({ kind: 'accept' })), { kind: 'accept' })
+  assert.deepEqual(requests.map((r) => r.method), ['tools/execute'])
+})
+
+test('without post: false, post-execute asks, and a refusal blocks the call', async () => {
+  const { requests, on } = setup((method) => (method === 'tools/post-execute'
+    ? { action: 'refuse', message: 'CASSETTE_MISMATCH: echo at root/0' } : { action: 'next' }))
+  const call = exec()
+  await on('tools/execute')(call, async () => OK)
+  const decision = await on('tools/post-execute')(call, OK, async () => assert.fail('must not accept'))
+  assert.deepEqual(decision, { kind: 'block', feedback: [{ type: 'text', text: 'Error: CASSETTE_MISMATCH: echo at root/0' }] })
+  assert.deepEqual(requests[1].params, { handle: 'h1', path: 'root/0', tool: 'echo', result: OK })
+})
+
+test('serve returns the recorded result without the body, after deferring its contexts', async () => {
+  const context = { role: 'user', content: [{ type: 'text', text: 'note' }] }
+  const { on } = setup(() => ({ action: 'serve', result: OK, deferContexts: [context], cancellation: { isError: true } }))
+  const call = exec()
+  assert.equal(await on('tools/execute')(call, async () => assert.fail('the body must not run')), OK)
+  assert.deepEqual(call.deferred, [context])
+})
+
+test('serve on an aborted call returns the recorded cancellation', async () => {
+  const cancellation = { isError: true, error: { message: 'aborted' }, content: [] }
+  const { on } = setup(() => ({ action: 'serve', result: OK, cancellation }))
+  const controller = new AbortController()
+  controller.abort()
+  assert.equal(await on('tools/execute')(exec('echo', { signal: controller.signal }), async () => OK), cancellation)
+})
+
+test('refuse and a failed request become error results named by their code', async () => {
+  const refused = await setup(() => ({ action: 'refuse', code: 'CASSETTE_MISS', message: 'CASSETTE_MISS: no call' }))
+    .on('tools/execute')(exec(), async () => OK)
+  assert.deepEqual(refused, {
+    isError: true, error: { message: 'CASSETTE_MISS: no call', info: { name: 'SidecarError', code: 'CASSETTE_MISS' } },
+    content: [{ type: 'text', text: 'Error: CASSETTE_MISS: no call' }],
+  })
+  const dead = await setup(() => { throw new Error('pipe closed') }).on('tools/execute')(exec(), async () => OK)
+  assert.equal(dead.error.info.code, 'SIDECAR_UNAVAILABLE')
+  assert.equal(dead.error.message, 'SIDECAR_UNAVAILABLE: pipe closed')
+})
+
+test('a request that fails because the call was aborted is an ABORTED result', async () => {
+  const controller = new AbortController()
+  const { on } = setup(() => { controller.abort(); throw new Error('cancelled') })
+  const result = await on('tools/execute')(exec('echo', { signal: controller.signal }), async () => OK)
+  assert.equal(result.error.info.code, 'ABORTED')
+})
+
+test('tools/result is a notification with the call path, even for a call never executed here', async () => {
+  const { notes, on } = setup()
+  const call = exec()
+  await on('tools/execute')(call, async () => OK)
+  on('tools/result')(call, OK)
+  const denied = exec('denied')
+  on('tools/result')(denied, { isError: true })
+  assert.deepEqual(notes, [
+    { method: 'tools/result', params: { handle: 'h1', path: 'root/0', tool: 'echo', callId: call.callId, result: OK } },
+    { method: 'tools/result', params: { handle: 'h2', path: null, tool: 'denied', callId: denied.callId, result: { isError: true } } },
+  ])
+})
+
+test('when Python asks for no decisions, calls run untouched and only their results are reported', async () => {
+  const listeners = new Map()
+  const ctx = { on: (name, fn) => listeners.set(name, fn) }
+  const requests = []
+  const notes = []
+  const rpc = { request: async (method) => { requests.push(method); return {} }, notify: (method, params) => notes.push({ method, params }) }
+  installToolHooks(ctx, rpc, false)
+  const outer = exec('outer')
+  const inner = exec('inner')
+  await listeners.get('tools/execute')(outer, async () => listeners.get('tools/execute')(inner, async () => OK))
+  assert.deepEqual(await listeners.get('tools/post-execute')(outer, OK, async () => ({ kind: 'accept' })), { kind: 'accept' })
+  listeners.get('tools/result')(inner, OK)
+  assert.deepEqual(requests, [])
+  assert.deepEqual(notes.map((n) => [n.params.tool, n.params.path]), [['inner', 'root/0/0']])
+})
