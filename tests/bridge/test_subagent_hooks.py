@@ -14,11 +14,11 @@ from bridge.protocol import (
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
+    SubagentStartParams,
     UpstreamFacts,
 )
 from bridge.subagent_hooks import SubagentHooks
 from bridge.trace import Trace
-from python_core.subagent_cassette import StartRequest
 from python_core.subagent_cassette.config import parse_section
 from python_core.subagent_cassette.format import Capabilities
 
@@ -29,12 +29,11 @@ UPSTREAM = UpstreamFacts(
 )
 
 
-def _start(label: str) -> StartRequest:
+def _start(label: str) -> SubagentStartParams:
     return msgspec.convert({
         "request": {"label": label, "prompt": [{"type": "text", "text": f"task {label}"}]},
-        "parentSessionId": "session-1",
-        "parentEvents": [],
-    }, StartRequest)
+        "parent": {"sessionId": "session-1"},
+    }, SubagentStartParams)
 
 
 def _outcome(outcome: dict[str, Any]) -> RunOutcome:
