@@ -131,6 +131,7 @@ EXPORTS: dict[str, list[str]] = {
         "ModelCassetteExists", "ModelCassetteIOError", "ModelCassetteInvalid", "ModelCassetteMismatch",
         "ModelExtraCall", "ModelRecordingIncomplete", "ModelReplayPoisoned", "ModelUnconsumed", "short",
     ],
+    "python_core.model_cassette.initiator": ["InitiatorFacts", "delegation_depth"],
     "python_core.model_cassette.format": [
         "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
         "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
