@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from python_core.canonical import DEPTH_REASON, loads_strict, too_deep
+from python_core.canonical import DEPTH_REASON, loads_strict, too_deep_lines
 from python_core.errors import CanonicalJsonError
 from python_core.mock.errors import ConversionMismatch, InvalidScript
 from python_core.mock.script import Script, validate_script
@@ -158,7 +158,9 @@ class _Converter:
         first = next((i for i, raw in enumerate(lines) if raw and not raw.isspace()), None)
         if first is None:
             raise InvalidScript(self.source, "empty session log")
-        if too_deep(lines[first]):
+        # Line numbers (1-based) nested too deep, found for the whole log in one C-speed pass.
+        deep = {index + 1 for index in too_deep_lines(data, lines)}
+        if first + 1 in deep:
             raise self.invalid(first + 1, DEPTH_REASON)
         try:
             self.header(_HEADER.decode(lines[first]), first + 1)
@@ -173,7 +175,7 @@ class _Converter:
             line += 1
             if not raw or (raw[0] in _BLANK and raw.isspace()):
                 continue
-            if too_deep(raw):
+            if line in deep:
                 raise self.invalid(line, DEPTH_REASON)
             try:
                 event = decode(raw)

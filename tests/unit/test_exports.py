@@ -63,7 +63,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.canonical": [
         "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
         "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
-        "value_too_deep",
+        "too_deep_lines", "value_too_deep",
     ],
     "python_core.cassette_io": [
         "Chain", "GENESIS", "LineSink", "PartialFile", "display_name", "frame_hash", "fsync_dir", "line_hash",
