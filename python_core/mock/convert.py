@@ -142,7 +142,10 @@ class _Converter:
         self.calls: dict[str, _Call] = {}
         self.messages: dict[tuple[int, int], _Candidate] = {}
         self.step_starts: dict[tuple[int, int], tuple[int | float, int]] = {}
-        self.chunk_times: dict[int, tuple[int | float | None, int]] = {}
+        # Chunk seq -> time and -> line, in two dicts: a tuple per chunk (10^5 of them in a big
+        # log) would be a GC-tracked allocation each, and the collections cost more than the dict.
+        self.chunk_times: dict[int, int | float | None] = {}
+        self.chunk_lines: dict[int, int] = {}
         self.chunk_calls: dict[int, _Call] = {}
 
     def invalid(self, line: int, reason: str) -> InvalidScript:
@@ -190,7 +193,8 @@ class _Converter:
                     continue
                 if kind == "assistant/chunk":
                     if timing:
-                        self.chunk_times[event.seq] = (event.time, line)
+                        self.chunk_times[event.seq] = event.time
+                        self.chunk_lines[event.seq] = line
                     # Only tool-call block-ends can disagree with a message; test the line cheaply.
                     if b'"block-end"' in raw and b'"tool-call"' in raw:
                         self.chunk(event.seq, event.data, line)
@@ -238,6 +242,7 @@ class _Converter:
         latency = self.latency(data, cited, line)
         self.chunk_calls.clear()
         self.chunk_times.clear()
+        self.chunk_lines.clear()
         if not calls:
             return
         candidate = _Candidate(line, data.turn, data.step, calls, latency)
@@ -310,11 +315,12 @@ class _Converter:
         if not self.preserve_timing or not cited:
             return None
         start = self.step_starts.get((data.turn, data.step))
-        first = self.chunk_times.get(min(cited))
-        if start is None or first is None:
+        first = min(cited)
+        chunk_time = self.chunk_times.get(first)
+        if start is None or chunk_time is None:
             return None
         start_time, start_line = start
-        chunk_time, chunk_line = first
+        chunk_line = self.chunk_lines[first]
         if not isinstance(start_time, int) or not isinstance(chunk_time, int):
             return None
         if chunk_time < start_time:
