@@ -20,6 +20,7 @@ from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequ
 from bridge.trace import Trace
 from python_core.errors import SidecarError
 from python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
+from python_core.model_cassette.initiator import delegation_depth
 
 __all__ = ["ModelHooks"]
 
@@ -51,7 +52,7 @@ class ModelHooks:
 
     def request(self, params: ModelRequestParams) -> ModelDecision:
         """Decide one ``stream()`` call."""
-        if params.depth > 0 and self.children_owned:
+        if self.children_owned and delegation_depth(params.initiator) > 0:
             return ModelDecision(action="pass")
         try:
             decision = self.cassette.admit(params.request)

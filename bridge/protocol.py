@@ -15,6 +15,7 @@ from msgspec import UNSET, UnsetType
 
 from python_core.errors import ProtocolError
 from python_core.mock.plan import MockStatus
+from python_core.model_cassette.initiator import InitiatorFacts
 from python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
 from python_core.subagent_cassette.host import ParentFacts
 from python_core.tool_cassette.engine import ToolResult
@@ -392,12 +393,12 @@ class SubagentOutcomeParams(_Closed):
 class ModelRequestParams(_Closed):
     """``model/request``: one ``stream()`` call entering the ``llm/stream`` waterfall.
 
-    ``request`` is the call's ``GenerateOptions`` as JSON, without ``signal``; ``depth`` is the
-    delegation depth of the agent driving the call (0: the root agent, or no agent).
+    ``request`` is the call's ``GenerateOptions`` as JSON, without ``signal``; ``initiator`` is
+    the session header of the agent driving the call, unjudged (absent: no agent).
     """
 
     request: dict[str, Any]
-    depth: int = 0
+    initiator: InitiatorFacts | None = None
 
 
 class ModelDecision(_Closed):

@@ -25,14 +25,14 @@ function requestOf(options) {
 }
 
 /**
- * Delegation depth of the agent driving this call (0 for the root agent or a call outside any
- * agent): `agents.currentInitiator()` follows the async context into the waterfall.
+ * The session header facts of the agent driving this call, unjudged (Python derives the depth),
+ * or undefined outside any agent: `agents.currentInitiator()` follows the async context into the
+ * waterfall.
  * @param {Context} ctx
  */
-function depthOf(ctx) {
+function initiatorOf(ctx) {
   const header = ctx.get('agents')?.currentInitiator()?.session.header
-  if (header === undefined) return 0
-  return Math.max(Number(header.delegationDepth ?? 0), header.origin === 'subagent' ? 1 : 0)
+  return header === undefined ? undefined : plain({ origin: header.origin, delegationDepth: header.delegationDepth })
 }
 
 /**
@@ -59,15 +59,16 @@ function until(ms, t0, signal) {
 
 /**
  * One call through the cassette.
- * @param {Rpc} rpc @param {GenerateOptions} options @param {() => AsyncIterable<StreamChunk>} next @param {number} depth
+ * @param {Rpc} rpc @param {GenerateOptions} options @param {() => AsyncIterable<StreamChunk>} next
+ * @param {{ origin?: string, delegationDepth?: number } | undefined} initiator
  * @returns {AsyncGenerator<StreamChunk>}
  */
-async function* cassetteStream(rpc, options, next, depth) {
+async function* cassetteStream(rpc, options, next, initiator) {
   const t0 = performance.now()
   const signal = options.signal
   let decision
   try {
-    decision = await rpc.request('model/request', { request: requestOf(options), depth }, signal)
+    decision = await rpc.request('model/request', { request: requestOf(options), initiator }, signal)
   } catch (error) {
     // Fail closed: a refusal or a dead sidecar never reaches the provider.
     yield failed(signal?.aborted ? 'aborted' : 'error', error)
@@ -111,5 +112,5 @@ async function* cassetteStream(rpc, options, next, depth) {
 
 /** Front every provider route the cassette captures. @param {Context} ctx @param {Rpc} rpc */
 export function installModelCassette(ctx, rpc) {
-  ctx.on('llm/stream', (options, next) => cassetteStream(rpc, options, next, depthOf(ctx)))
+  ctx.on('llm/stream', (options, next) => cassetteStream(rpc, options, next, initiatorOf(ctx)))
 }

@@ -166,7 +166,7 @@ export interface Methods {
   'subagent/hello': { params: UpstreamFacts, result: Record<string, never> }
   'subagent/start': { params: SubagentStartParams, result: SubagentDecision }
   'subagent/outcome': { params: { handle: CallHandle, outcome: RunOutcome }, result: Record<string, never> }
-  'model/request': { params: { request: Record<string, unknown>, depth: number }, result: ModelDecision }
+  'model/request': { params: { request: Record<string, unknown>, initiator?: { origin?: string, delegationDepth?: number } }, result: ModelDecision }
   'model/recorded': {
     params: { handle: number, chunks: StreamChunk[], atMs: number[], complete: boolean }
     result: Record<string, never>

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from python_core.canonical import DEPTH_REASON, loads_strict, too_deep
+from python_core.canonical import DEPTH_REASON, loads_strict, too_deep_lines
 from python_core.errors import CanonicalJsonError
 from python_core.mock.errors import ConversionMismatch, InvalidScript
 from python_core.mock.script import Script, validate_script
@@ -142,7 +142,10 @@ class _Converter:
         self.calls: dict[str, _Call] = {}
         self.messages: dict[tuple[int, int], _Candidate] = {}
         self.step_starts: dict[tuple[int, int], tuple[int | float, int]] = {}
-        self.chunk_times: dict[int, tuple[int | float | None, int]] = {}
+        # Chunk seq -> time and -> line, in two dicts: a tuple per chunk (10^5 of them in a big
+        # log) would be a GC-tracked allocation each, and the collections cost more than the dict.
+        self.chunk_times: dict[int, int | float | None] = {}
+        self.chunk_lines: dict[int, int] = {}
         self.chunk_calls: dict[int, _Call] = {}
 
     def invalid(self, line: int, reason: str) -> InvalidScript:
@@ -158,7 +161,9 @@ class _Converter:
         first = next((i for i, raw in enumerate(lines) if raw and not raw.isspace()), None)
         if first is None:
             raise InvalidScript(self.source, "empty session log")
-        if too_deep(lines[first]):
+        # Line numbers (1-based) nested too deep, found for the whole log in one C-speed pass.
+        deep = {index + 1 for index in too_deep_lines(data, lines)}
+        if first + 1 in deep:
             raise self.invalid(first + 1, DEPTH_REASON)
         try:
             self.header(_HEADER.decode(lines[first]), first + 1)
@@ -173,7 +178,7 @@ class _Converter:
             line += 1
             if not raw or (raw[0] in _BLANK and raw.isspace()):
                 continue
-            if too_deep(raw):
+            if line in deep:
                 raise self.invalid(line, DEPTH_REASON)
             try:
                 event = decode(raw)
@@ -188,7 +193,8 @@ class _Converter:
                     continue
                 if kind == "assistant/chunk":
                     if timing:
-                        self.chunk_times[event.seq] = (event.time, line)
+                        self.chunk_times[event.seq] = event.time
+                        self.chunk_lines[event.seq] = line
                     # Only tool-call block-ends can disagree with a message; test the line cheaply.
                     if b'"block-end"' in raw and b'"tool-call"' in raw:
                         self.chunk(event.seq, event.data, line)
@@ -236,6 +242,7 @@ class _Converter:
         latency = self.latency(data, cited, line)
         self.chunk_calls.clear()
         self.chunk_times.clear()
+        self.chunk_lines.clear()
         if not calls:
             return
         candidate = _Candidate(line, data.turn, data.step, calls, latency)
@@ -308,11 +315,12 @@ class _Converter:
         if not self.preserve_timing or not cited:
             return None
         start = self.step_starts.get((data.turn, data.step))
-        first = self.chunk_times.get(min(cited))
-        if start is None or first is None:
+        first = min(cited)
+        chunk_time = self.chunk_times.get(first)
+        if start is None or chunk_time is None:
             return None
         start_time, start_line = start
-        chunk_time, chunk_line = first
+        chunk_line = self.chunk_lines[first]
         if not isinstance(start_time, int) or not isinstance(chunk_time, int):
             return None
         if chunk_time < start_time:

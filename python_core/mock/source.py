@@ -86,7 +86,9 @@ def detect_format(data: bytes) -> SourceFormat:
     """Tell which input adapter handles ``data`` (see the module rule)."""
     if data.startswith(ZSTD_MAGIC):
         return "dsh-jsonl-zstd"
-    first = data.split(b"\n", 1)[0]
+    # Slice the first line only: splitting would copy the rest of a 50 MB log.
+    end = data.find(b"\n")
+    first = data if end < 0 else data[:end]
     if too_deep(first):
         return "canonical-json"  # the strict script decoder names the depth
     try:

@@ -137,6 +137,34 @@ def step_gaps(events: list[dict[str, Any]]) -> list[int]:
     return [b - a for a, b in itertools.pairwise(starts)]
 
 
+STEP_PHASES = ("model call", "tool run", "step close", "between steps")
+
+
+def step_phases(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Total milliseconds per step phase, from anchors both the sidecar and the JS mock log:
+    ``step/start`` -> first ``tool/call`` (model call), -> last ``tool/result`` (tool run),
+    -> ``step/end`` (step close), ``step/end`` -> next ``step/start`` (between steps)."""
+    totals = dict.fromkeys(STEP_PHASES, 0)
+    start = call = result = end = None
+    for event in events:
+        kind, at = event.get("type"), event.get("time")
+        if kind == "step/start":
+            if end is not None:
+                totals["between steps"] += at - end
+            start, call, result, end = at, None, None, None
+        elif kind == "tool/call" and start is not None and call is None:
+            call = at
+            totals["model call"] += at - start
+        elif kind == "tool/result" and call is not None:
+            result = at
+        elif kind == "step/end" and start is not None:
+            end = at
+            if result is not None and call is not None:
+                totals["tool run"] += result - call
+                totals["step close"] += at - result
+    return totals
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

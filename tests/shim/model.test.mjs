@@ -11,12 +11,12 @@ const TEXT = [
 ]
 
 /** A listener installed on a fake ctx, a fake rpc answering `decide`, and the calls it saw. */
-function setup(decide, depth = 0) {
+function setup(decide, header = { delegationDepth: 0 }) {
   const calls = []
   let listener
   const ctx = {
     on: (name, fn) => { assert.equal(name, 'llm/stream'); listener = fn },
-    get: (name) => (name === 'agents' ? { currentInitiator: () => ({ session: { header: { delegationDepth: depth } } }) } : undefined),
+    get: (name) => (name === 'agents' ? { currentInitiator: () => (header === undefined ? undefined : { session: { header } }) } : undefined),
   }
   const rpc = {
     request: async (method, params) => {
@@ -44,7 +44,13 @@ test('replay yields the recorded chunks and never calls the route', async () => 
   assert.deepEqual(await collect(stream({ provider: 'deepseek-official', model: 'm', messages: [], signal })), TEXT)
   assert.equal(upstreamCalls(), 0)
   assert.deepEqual(Object.keys(calls[0].params.request).sort(), ['messages', 'model', 'provider'])  // no signal
-  assert.equal(calls[0].params.depth, 0)
+  assert.deepEqual(calls[0].params.initiator, { delegationDepth: 0 })
+})
+
+test('a call outside any agent sends no initiator', async () => {
+  const { calls, stream } = setup(() => ({ action: 'pass' }), undefined)
+  await collect(stream({ provider: 'p', model: 'm', messages: [] }))
+  assert.equal(calls[0].params.initiator, undefined)
 })
 
 test('recorded timing paces the replayed chunks in order', async () => {
@@ -55,7 +61,7 @@ test('recorded timing paces the replayed chunks in order', async () => {
 })
 
 test('forward streams the route and reports the chunks before yielding finish', async () => {
-  const { calls, stream, upstreamCalls } = setup(() => ({ action: 'forward', handle: 7 }), 2)
+  const { calls, stream, upstreamCalls } = setup(() => ({ action: 'forward', handle: 7 }), { origin: 'subagent', delegationDepth: 2, agentPreset: 'x' })
   const seen = []
   for await (const chunk of stream({ provider: 'p', model: 'm', messages: [] })) {
     seen.push(chunk)
@@ -65,7 +71,8 @@ test('forward streams the route and reports the chunks before yielding finish', 
   assert.equal(upstreamCalls(), 1)
   const recorded = calls.at(-1).params
   assert.deepEqual([recorded.handle, recorded.complete, recorded.chunks, recorded.atMs.length], [7, true, TEXT, 4])
-  assert.equal(calls[0].params.depth, 2)
+  // The header facts go unjudged, and only the two the depth reads.
+  assert.deepEqual(calls[0].params.initiator, { origin: 'subagent', delegationDepth: 2 })
 })
 
 test('a consumer that stops early reports an incomplete call', async () => {

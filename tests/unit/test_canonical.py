@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from python_core import canonical
 from python_core.canonical import (
     MAX_DEPTH,
     NOT_CANONICAL,
@@ -17,6 +18,7 @@ from python_core.canonical import (
     is_canonical,
     loads_strict,
     too_deep,
+    too_deep_lines,
     value_too_deep,
 )
 from python_core.errors import CanonicalJsonError
@@ -137,6 +139,37 @@ def test_the_depth_limit_is_256_levels_of_arrays_and_objects() -> None:
     assert too_deep(_nested(257))
     assert not too_deep(b'{"a":' * 256 + b"1" + b"}" * 256)
     assert too_deep(b'{"a":' * 257 + b"1" + b"}" * 257)
+
+
+def test_too_deep_lines_agrees_with_too_deep_per_line() -> None:
+    """Deep lines are found wherever they sit; many shallow openers or string brackets are not deep."""
+    lines = [
+        _nested(257),                                 # first line
+        b'{"a":1}',
+        b"[" + b"[]," * 400 + b"[]]",                 # 401 openers, depth 2
+        b"",
+        b'["' + b"[{" * 1000 + b'"]',                 # openers inside a string
+        b'{"a":' * 257 + b"1" + b"}" * 257,
+        _nested(256),
+        _nested(300),                                 # last line, no newline after it
+    ]
+    data = b"\n".join(lines)
+    assert too_deep_lines(data, data.split(b"\n")) == {i for i, line in enumerate(lines) if too_deep(line)}
+    assert too_deep_lines(data, data.split(b"\n")) == {0, 5, 7}
+
+
+def test_canonical_bytes_matches_the_slow_path_on_random_values() -> None:
+    """The msgspec quick path and ``_prepare`` agree; what the quick path cannot prove goes slow."""
+    rng = random.Random(11)
+    atoms = [0, 1, -7, 2**53 - 1, 0.5, 1.0, -2.5, 1e21, 1e-7, 123.456, True, False, None, "", "é"]
+    keys = ["a", "b", "é", "\U0001f600", "\ue000", "z"]  # UTF-16 and code-point orders differ
+    atoms += keys
+    for _ in range(2000):
+        value = {rng.choice(keys): rng.choice(atoms) for _ in range(rng.randint(0, 5))}
+        value["list"] = [rng.choice(atoms) for _ in range(rng.randint(0, 4))]
+        assert canonical_bytes(value) == canonical._ENCODER.encode(canonical._prepare(value, []))
+    assert canonical_bytes({"\U0001f600": 1, "\ue000": 2}) == '{"\U0001f600":1,"\ue000":2}'.encode()
+    assert canonical_bytes({"a": 1.0, "b": (1, 2), "c": 1e21}) == b'{"a":1,"b":[1,2],"c":1e+21}'
 
 
 def test_brackets_inside_strings_do_not_count() -> None:

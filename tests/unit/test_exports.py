@@ -64,7 +64,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.canonical": [
         "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
         "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
-        "value_too_deep",
+        "too_deep_lines", "value_too_deep",
     ],
     "python_core.cassette_io": [
         "Chain", "GENESIS", "LineSink", "PartialFile", "display_name", "frame_hash", "fsync_dir", "line_hash",
@@ -132,6 +132,7 @@ EXPORTS: dict[str, list[str]] = {
         "ModelCassetteExists", "ModelCassetteIOError", "ModelCassetteInvalid", "ModelCassetteMismatch",
         "ModelExtraCall", "ModelRecordingIncomplete", "ModelReplayPoisoned", "ModelUnconsumed", "short",
     ],
+    "python_core.model_cassette.initiator": ["InitiatorFacts", "delegation_depth"],
     "python_core.model_cassette.format": [
         "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
         "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
