@@ -10,13 +10,16 @@ const TEXT = [
   { type: 'finish', reason: { kind: 'stop' } },
 ]
 
-/** A listener installed on a fake ctx, a fake rpc answering `decide`, and the calls it saw. */
+/**
+ * A listener installed on a fake ctx, a fake rpc answering `decide`, and the calls it saw.
+ * `header: null` is a call with no agent driving it (`undefined` would take the default).
+ */
 function setup(decide, header = { delegationDepth: 0 }) {
   const calls = []
   let listener
   const ctx = {
     on: (name, fn) => { assert.equal(name, 'llm/stream'); listener = fn },
-    get: (name) => (name === 'agents' ? { currentInitiator: () => (header === undefined ? undefined : { session: { header } }) } : undefined),
+    get: (name) => (name === 'agents' ? { currentInitiator: () => (header === null ? undefined : { session: { header } }) } : undefined),
   }
   const rpc = {
     request: async (method, params) => {
@@ -48,7 +51,7 @@ test('replay yields the recorded chunks and never calls the route', async () => 
 })
 
 test('a call outside any agent sends no initiator', async () => {
-  const { calls, stream } = setup(() => ({ action: 'pass' }), undefined)
+  const { calls, stream } = setup(() => ({ action: 'pass' }), null)
   await collect(stream({ provider: 'p', model: 'm', messages: [] }))
   assert.equal(calls[0].params.initiator, undefined)
 })

@@ -16,4 +16,4 @@ def test_model_listener_passes_its_node_tests() -> None:
     )
 
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "# fail 0" in proc.stdout and "# pass 6" in proc.stdout
+    assert "# fail 0" in proc.stdout and "# pass 7" in proc.stdout
