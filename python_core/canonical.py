@@ -72,6 +72,8 @@ def too_deep(data: bytes | str) -> bool:
     Cheap for ordinary input: text with at most ``MAX_DEPTH`` opening brackets cannot be deeper;
     only other text is scanned (strings removed, brackets summed at C speed).
     """
+    if len(data) <= MAX_DEPTH:
+        return False  # too few characters to hold MAX_DEPTH + 1 openers
     raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
         return False
@@ -299,6 +301,12 @@ def loads_strict(data: bytes | str) -> Any:
         CanonicalJsonError: the text is not JSON or breaks the profile.
     """
     check_depth(data)
+    quick = _strict_quick(data)
+    return quick if quick is not NOT_CANONICAL else _strict_slow(data)
+
+
+def _strict_slow(data: bytes | str) -> Any:
+    """``loads_strict`` through ``json`` with the profile's hooks (after the depth check)."""
     try:
         # What ``json.loads`` does with bytes, without building a decoder per call.
         text = data if isinstance(data, str) else data.decode(json.detect_encoding(data), "surrogatepass")
@@ -331,6 +339,31 @@ _SORTED = msgspec.json.Encoder(order="sorted")
 # code-point key orders differ only there).
 _MARKS = bytes.maketrans(b"0123456789\xf0\xf1\xf2\xf3\xf4", b"0000000000!!!!!")
 _LONG_DIGITS = b"0" * 16
+
+
+_DIGITS = bytes.maketrans(b"0123456789", b"0000000000")
+_PLAIN = msgspec.json.Encoder()
+
+
+def _strict_quick(data: bytes | str) -> Any:
+    """The value ``loads_strict`` returns for ``data`` when C speed can prove it, else ``NOT_CANONICAL``.
+
+    msgspec decodes without the profile's hooks; the value stands when re-encoding it (key
+    order kept) gives exactly the input with whitespace removed. A duplicate key drops a
+    member and so changes that text; a non-shortest or negative-zero float is refused by the
+    float hook, ``-0`` re-encodes as ``0``, and a 16-digit run (a possibly unsafe integer)
+    goes to the slow path first. Anything else unusual (escapes, other encodings) differs too.
+    """
+    try:
+        raw = data.encode() if isinstance(data, str) else data
+        if _LONG_DIGITS in raw.translate(_DIGITS):
+            return NOT_CANONICAL
+        value = _CHECKER.decode(raw)
+        if _PLAIN.encode(value) == msgspec.json.format(raw, indent=-1):
+            return value
+    except (msgspec.DecodeError, UnicodeEncodeError, TypeError, RecursionError):
+        pass
+    return NOT_CANONICAL
 
 
 class _NotCanonical:
