@@ -87,7 +87,8 @@ class ExecutableStep(msgspec.Struct, frozen=True):
     wait_before: int | None
 
 
-_STEP_KEYS: Final = {"tool": frozenset({"tool", "args"}), "parallel": frozenset({"parallel"})}
+_TOOL_KEYS: Final = frozenset({"tool", "args"})
+_PARALLEL_KEYS: Final = frozenset({"parallel"})
 _STEP_KEYS_WAIT: Final = frozenset({"wait"})
 _SCRIPT_KEYS: Final = ("type", "version", "steps")
 
@@ -100,6 +101,8 @@ class _Validator:
     def __init__(self, source: str, line_of: LineOf | None) -> None:
         self.source = source
         self.line_of = line_of
+        # Names already checked: a long script calls the same few tools thousands of times.
+        self.names: set[str] = set()
 
     def fail(self, reason: str, parts: list[str | int]) -> InvalidScript:
         location = pointer(parts)
@@ -145,19 +148,23 @@ class _Validator:
             self.closed_object(value, parts, _STEP_KEYS_WAIT)
             return self.wait(value["wait"], [*parts, "wait"])
         if "parallel" in value:
-            self.closed_object(value, parts, _STEP_KEYS["parallel"])
+            self.closed_object(value, parts, _PARALLEL_KEYS)
             return self.parallel(value["parallel"], [*parts, "parallel"])
         if "tool" in value:
             return self.tool(value, parts)
         raise self.fail("a step needs exactly one of tool, parallel or wait", parts)
 
     def tool(self, value: Any, parts: list[str | int]) -> ToolStep:
-        body = self.closed_object(value, parts, _STEP_KEYS["tool"])
+        # A set comparison settles the common case; the loops name what is wrong otherwise.
+        body = value if value.keys() == _TOOL_KEYS else self.closed_object(value, parts, _TOOL_KEYS)
         name = body["tool"]
-        if not isinstance(name, str) or TOOL_NAME_RULE.fullmatch(name) is None:
+        if not isinstance(name, str) or (
+            name not in self.names and TOOL_NAME_RULE.fullmatch(name) is None
+        ):
             raise self.fail(
                 f"invalid tool name (DSH tool names are {_TOOL_NAME_TEXT})", [*parts, "tool"]
             )
+        self.names.add(name)
         args = body["args"]
         if not isinstance(args, dict):
             raise self.fail(f"args must be a JSON object, got {_kind(args)}", [*parts, "args"])

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import zstandard
 
+from python_core.mock import convert as convert_module
 from python_core.mock.errors import ConversionMismatch, InvalidScript
 from python_core.mock.script import encode_script, executable_steps
 from python_core.mock.source import decode_source, detect_format, load_script, load_source
@@ -189,6 +190,24 @@ def test_chunks_cited_by_the_message_must_agree_with_it(
     )
 
 
+def test_a_cited_block_end_written_with_escapes_is_still_cross_checked(make_session: Any) -> None:
+    # JSON may spell "block-end" and "tool-call" with escapes; a byte search missed them.
+    log = make_session()
+    log.start_turn()
+    message_line = log.tool_step(1, [("c1", "a", '{"v":1}')], chunk_calls=[("c1", "a", '{"v":3}')])
+    chunk_line = message_line - 3
+    log.lines[chunk_line - 1] = (
+        log.lines[chunk_line - 1]
+        .replace('"block-end"', '"block\\u002dend"')
+        .replace('"tool-call"', '"tool\\u002dcall"')
+    )
+    assert "block-end" not in log.lines[chunk_line - 1]
+    assert failure(log.text()) == (
+        "CONVERSION_MISMATCH: session.jsonl: turn 1 step 1: arguments differs between "
+        f"line {chunk_line} and line {message_line}"
+    )
+
+
 def test_whitespace_differences_in_arguments_are_not_a_conflict(make_session: Any) -> None:
     log = make_session()
     log.start_turn()
@@ -340,3 +359,37 @@ def test_every_adapter_output_passes_the_canonical_validator(three_step_log: Any
     again = load_script(encode_script(script), source_name="s", preserve_timing=True)
     assert again == script
     assert len(executable_steps(again)) == 2
+
+
+def test_lines_of_json_whitespace_are_skipped_and_other_blank_lines_refused(
+    three_step_log: Any,
+) -> None:
+    expected = steps_of(three_step_log.text())
+    three_step_log.lines.insert(3, " \t\r")
+    three_step_log.lines.insert(1, "")
+    assert steps_of(three_step_log.text()) == expected
+    three_step_log.lines.insert(5, "\x0c")  # a form feed is not JSON whitespace
+    assert failure(three_step_log.text()).startswith(
+        "INVALID_SCRIPT: session.jsonl:6: malformed record:"
+    )
+
+
+def test_a_wide_parallel_message_is_cross_checked_in_linear_steps(
+    make_session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each cited block-end was matched by scanning the message's calls: n^2 steps for n calls.
+    reads = 0
+
+    class CountingCall(convert_module._Call):
+        def __getattribute__(self, name: str) -> Any:
+            nonlocal reads
+            reads += name == "call_id"
+            return super().__getattribute__(name)
+
+    monkeypatch.setattr(convert_module, "_Call", CountingCall)
+    width = 2_000
+    log = make_session()
+    log.start_turn()
+    log.tool_step(1, [(f"c{i}", "a", "{}") for i in range(width)])
+    assert len(steps_of(log.text())[0]["parallel"]) == width
+    assert reads < 10 * width
