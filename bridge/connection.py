@@ -21,6 +21,7 @@ import msgspec
 
 __all__ = [
     "CANCELLED",
+    "CANCEL_MARK",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
     "MAX_DEPTH",
@@ -64,8 +65,19 @@ class _CancelParams(msgspec.Struct):
     id: int | str
 
 
+class _Peek(msgspec.Struct):
+    """The members that decide whether a line may be served ahead of the lines before it."""
+
+    id: int | str | None = None
+    method: str | None = None
+    params: msgspec.Raw = msgspec.Raw(b"null")
+
+
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 _CANCEL = msgspec.json.Decoder(_CancelParams)
+_PEEK = msgspec.json.Decoder(_Peek)
+# Present in every line that may be a cancel (a byte search, before anything is decoded).
+CANCEL_MARK = b"$/cancelRequest"
 _ID = msgspec.json.Decoder(int | str | None)
 _ENCODER = msgspec.json.Encoder()
 
@@ -194,6 +206,35 @@ class RpcConnection:
                 return [Send(_error_line(envelope.id, INVALID_REQUEST, "invalid request: id already in flight"))]
             self.incoming.add(envelope.id)
         return [Dispatch(envelope.id, envelope.method, envelope.params)]
+
+    @staticmethod
+    def cancels_first(lines: list[bytes]) -> tuple[list[bytes], list[bytes]]:
+        """Split received lines into cancels that may be served first and the rest, in order.
+
+        A cancel jumps the lines before it unless one of them is the request it cancels (that
+        request must be in flight when the cancel is fed, as in arrival order). Nothing else
+        depends on a cancel, so serving it first changes no answer, only how soon it leaves.
+        """
+        first: list[bytes] = []
+        rest: list[bytes] = []
+        ids: set[int | str] = set()
+        for line in lines:
+            try:
+                peek = _PEEK.decode(line) if not _maybe_too_deep(line) else None
+            except (msgspec.DecodeError, RecursionError):
+                peek = None
+            if peek is not None and peek.method == CANCEL_METHOD:
+                try:
+                    target = _CANCEL.decode(peek.params).id
+                except (msgspec.DecodeError, RecursionError):
+                    target = None
+                if target is not None and target not in ids:
+                    first.append(line)
+                    continue
+            if peek is not None and peek.id is not None:
+                ids.add(peek.id)
+            rest.append(line)
+        return first, rest
 
     def _cancel(self, envelope: _Envelope) -> list[Action]:
         # Normally a notification; sent as a request it is carried out and answered null.

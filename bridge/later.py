@@ -1,24 +1,31 @@
-"""``Later``: an inline handler's answer that is not known yet.
+"""``Later``: an inline handler's answer that waits for recorded lines to be durable.
 
 An inline row runs in the reader, in arrival order, because that order is what the cassettes
-number. When its answer must wait (a recorded line being made durable), the handler returns a
-``Later``: the decision is already taken and its effects queued, and the server awaits the
-answer in a task of its own while the reader goes on reading, so ``$/cancelRequest`` and every
-other request are served meanwhile.
+number. When its answer depends on lines a ``LineWriter`` has queued, the handler returns a
+``Later``: the decision is already taken and its lines submitted; ``finish`` turns the ticket's
+outcome into the answer. The server makes the lines durable in one task per writer, finishes
+every ``Later`` of a batch together and sends their answers in one write, while the reader goes
+on reading, so ``$/cancelRequest`` and every other request are served meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Callable
 from typing import Any
+
+from bridge.line_writer import LineWriter, Ticket
+from python_core.errors import SidecarError
 
 __all__ = ["Later"]
 
 
 class Later:
-    """Wraps the awaitable of an answer (a result, or an exception for an error answer)."""
+    """The answer ``finish(failure)`` gives (or the error it raises) once ``ticket`` is done."""
 
-    __slots__ = ("answer",)
+    __slots__ = ("finish", "ticket", "writer")
 
-    def __init__(self, answer: Awaitable[Any]) -> None:
-        self.answer = answer
+    def __init__(self, writer: LineWriter, ticket: Ticket,
+                 finish: Callable[[SidecarError | None], Any]) -> None:
+        self.writer = writer
+        self.ticket = ticket
+        self.finish = finish

@@ -1,14 +1,13 @@
 """The store layer of a recording: sealed lines written off the reader, in order, durably.
 
 The engines decide in the reader and hand over sealed lines; ``submit`` queues them at once (so
-the file order is the decision order) and ``written`` waits until they are on disk. The writes
-and their ``fsync`` run on an anyio worker thread, one batch at a time: every line queued while
-a batch was being written goes out in the next batch with a single ``fsync`` (group commit).
-A line is durable before ``written`` returns for it, so an answer sent after it depends only on
-durable lines. After the first failure nothing more is written (a later line would break the
-hash chain): every waiting and later ticket gets that failure, and ``on_failure`` hears of it
-once. Lines nobody answers after (a notification's) need no waiter of their own when one is
-already queued: ``flushed_anyway`` tells, and saves a task per notification under load.
+the file order is the decision order) and ``flush`` makes everything queued so far durable. The
+writes and their ``fsync`` run on an anyio worker thread, one batch at a time: every line queued
+while a batch was being written goes out in the next batch with a single ``fsync`` (group
+commit). A ticket is done only once its lines are durable, so an answer sent after it depends
+only on durable lines. After the first failure nothing more is written (a later line would
+break the hash chain): every waiting and later ticket gets that failure, and ``on_failure``
+hears of it once.
 """
 
 from __future__ import annotations
@@ -42,12 +41,7 @@ class LineWriter:
         self._lines: list[bytes] = []
         self._tickets: list[Ticket] = []
         self._lock = anyio.Lock()
-        self._waiting = 0
         self.failure: SidecarError | None = None
-
-    def flushed_anyway(self) -> bool:
-        """Tell whether a waiter that has not taken its batch yet will write what is queued now."""
-        return self._waiting > 0
 
     def submit(self, lines: Sequence[bytes]) -> Ticket:
         """Queue ``lines`` after everything submitted before; never blocks."""
@@ -56,30 +50,29 @@ class LineWriter:
         self._tickets.append(ticket)
         return ticket
 
+    async def flush(self) -> None:
+        """Return once every ticket submitted before the call is done (written or failed)."""
+        async with self._lock:
+            # A holder before us wrote what was queued when it took the lock's turn; what was
+            # submitted after that is ours to write, whoever submitted it.
+            if not self._tickets:
+                return
+            lines, self._lines = self._lines, []
+            tickets, self._tickets = self._tickets, []
+            if lines and self.failure is None:
+                try:
+                    await anyio.to_thread.run_sync(self._write, lines)
+                except SidecarError as error:
+                    self.failure = error
+                    self._on_failure(error)
+            for ticket in tickets:
+                ticket.done = True
+                ticket.failure = self.failure
+
     async def written(self, ticket: Ticket) -> SidecarError | None:
         """Wait until ``ticket``'s lines are durable; return the failure that lost them, if any."""
-        self._waiting += 1
-        try:
-            await self._lock.acquire()
-        finally:
-            self._waiting -= 1
-        try:
-            # Whoever holds the lock writes everything queued, its own lines or not: a line
-            # submitted while another waiter was queued relies on it (``flushed_anyway``).
-            if self._tickets:
-                lines, self._lines = self._lines, []
-                tickets, self._tickets = self._tickets, []
-                if lines and self.failure is None:
-                    try:
-                        await anyio.to_thread.run_sync(self._write, lines)
-                    except SidecarError as error:
-                        self.failure = error
-                        self._on_failure(error)
-                for waiting in tickets:
-                    waiting.done = True
-                    waiting.failure = self.failure
-        finally:
-            self._lock.release()
+        if not ticket.done:
+            await self.flush()
         return ticket.failure
 
     async def drain(self) -> SidecarError | None:

@@ -15,7 +15,7 @@ import anyio
 import msgspec
 
 from bridge.later import Later
-from bridge.line_writer import LineWriter, Ticket
+from bridge.line_writer import LineWriter
 from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from bridge.trace import Trace
 from python_core.errors import SidecarError
@@ -78,14 +78,7 @@ class ModelHooks:
         lines = self.cassette.take_writes()
         if not lines or self.writer is None:
             return Empty()
-        return Later(self._written(self.writer.submit(lines)))
-
-    async def _written(self, ticket: Ticket) -> Empty:
-        assert self.writer is not None
-        failure = await self.writer.written(ticket)
-        if failure is not None:
-            raise failure
-        return Empty()
+        return Later(self.writer, self.writer.submit(lines), _durable)
 
     async def _close_recording(self, writer: LineWriter) -> CloseReport:
         """Write what is queued, then the tail, then publish: each step after the previous is durable."""
@@ -118,3 +111,10 @@ class ModelHooks:
             note = (f"model cassette replay: {s.admitted} calls, {s.consumed} consumed, {s.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if s.poisoned else 'no'}")
         return list(report.errors), [note]
+
+
+def _durable(failure: SidecarError | None) -> Empty:
+    """The ``model/recorded`` answer once its frame is durable; a lost frame fails it."""
+    if failure is not None:
+        raise failure
+    return Empty()

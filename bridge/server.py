@@ -7,7 +7,8 @@ method of the target object, whether it runs inline and which hook group it belo
   arrival order, with no task per call: that order is the call order the cassettes number.
   They are dispatched directly, not through ``jsonrpcserver`` (docs/protocol.md gives the
   measurement). A handler whose answer must wait for a recorded line to be durable returns a
-  ``Later`` (``bridge/later.py``): its answer is completed in a task, and the reader reads on.
+  ``Later`` (``bridge/later.py``): one task per line writer makes the queued lines durable and
+  sends the answers of every ``Later`` in that batch in one write, and the reader reads on.
   ``initialize`` is inline too: the reader awaits it, so nothing is read before
   the handshake is answered, and the answer does not wait for ``jsonrpcserver`` to import;
 - task rows (``shutdown``, ``llm/stream``: they may wait) are dispatched through
@@ -16,7 +17,9 @@ method of the target object, whether it runs inline and which hook group it belo
   thread right after the handshake, while the host finishes booting.
 
 Answers produced while handling one received chunk leave in one write; the write goes straight
-to the pipe when nothing is queued, else through the single writer task, in order.
+to the pipe when nothing is queued, else through the single writer task, in order. A chunk's
+``$/cancelRequest`` lines are served first, in a write of their own, unless one cancels a
+request received before it in that chunk (``RpcConnection.cancels_first``).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from bridge.connection import (
+    CANCEL_MARK,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -45,6 +49,7 @@ from bridge.connection import (
     Send,
 )
 from bridge.later import Later
+from bridge.line_writer import LineWriter
 from bridge.protocol import INITIALIZE, METHODS, Lifecycle
 from bridge.stdio import FdSendStream
 from python_core.errors import SidecarError
@@ -180,6 +185,8 @@ class Server:
             else:
                 self._tasks[name] = _task(name, row.params, handler)
         self._scopes: dict[int | str, anyio.CancelScope] = {}
+        # Per line writer with a completing task: the Laters its next batch will answer.
+        self._waiting: dict[LineWriter, list[tuple[Dispatch, Later]]] = {}
         self._outbox: MemoryObjectSendStream[bytes] | None = None
         self._direct: FdSendStream | None = None
         self._queued = 0
@@ -239,7 +246,8 @@ class Server:
                 chunk = await receive.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
-            answers: list[bytes] = []
+            lines: list[bytes] = []
+            too_long = False
             start = 0
             if held:
                 newline = chunk.find(b"\n")
@@ -256,23 +264,32 @@ class Server:
                 if len(line) > self.max_line:
                     await self._too_long()
                     return
-                await self._handle(line, answers, tg)
+                lines.append(line)
             while (newline := chunk.find(b"\n", start)) >= 0:
                 if newline - start > self.max_line:
-                    await self._emit(b"".join(answers))
-                    await self._too_long()
-                    return
-                await self._handle(chunk[start:newline], answers, tg)
+                    too_long = True
+                    break
+                lines.append(chunk[start:newline])
                 start = newline + 1
-            if start < len(chunk):
+            if not too_long and start < len(chunk):
                 held.append(chunk[start:] if start else chunk)
                 held_size = len(chunk) - start
-                if held_size > self.max_line:
-                    await self._emit(b"".join(answers))
-                    await self._too_long()
-                    return
-            if answers:
-                await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
+                too_long = held_size > self.max_line
+            if CANCEL_MARK in chunk:
+                first, lines = self.conn.cancels_first(lines)
+                await self._serve(first, tg)
+            await self._serve(lines, tg)
+            if too_long:
+                await self._too_long()
+                return
+
+    async def _serve(self, lines: list[bytes], tg: TaskGroup) -> None:
+        """Handle ``lines`` in order; their answers leave in one write."""
+        answers: list[bytes] = []
+        for line in lines:
+            await self._handle(line, answers, tg)
+        if answers:
+            await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
 
     async def _too_long(self) -> None:
         # Reading stops: the rest of the line cannot be framed, and buffering it has no bound.
@@ -321,22 +338,38 @@ class Server:
             return None
         result = inline(action.params)
         if isinstance(result, Later):
-            tg.start_soon(self._later, action, result)
+            self._defer(action, result, tg)
             return None
         if inspect.isawaitable(result):
             return self._awaited(action, result, tg)
         return self._answer(action, result)
 
-    async def _later(self, action: Dispatch, later: Later) -> None:
-        try:
-            result = await later.answer
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception as exc:
-            result = _failure(exc)
-        answer = self._answer(action, result)
-        if answer is not None:
-            await self._emit(answer)
+    def _defer(self, action: Dispatch, later: Later, tg: TaskGroup) -> None:
+        waiting = self._waiting.get(later.writer)
+        if waiting is not None:
+            waiting.append((action, later))
+            return
+        self._waiting[later.writer] = [(action, later)]
+        tg.start_soon(self._complete, later.writer)
+
+    async def _complete(self, writer: LineWriter) -> None:
+        """Make ``writer``'s queued lines durable, answer the Laters they held, until none wait."""
+        while batch := self._waiting[writer]:
+            # Laters deferred during the flush submitted their lines after it took its batch.
+            self._waiting[writer] = []
+            await writer.flush()
+            answers = []
+            for action, later in batch:
+                try:
+                    result = later.finish(later.ticket.failure)
+                except Exception as exc:
+                    result = _failure(exc)
+                answer = self._answer(action, result)
+                if answer is not None:
+                    answers.append(answer)
+            if answers:
+                await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
+        del self._waiting[writer]
 
     def _answer(self, action: Dispatch, result: Any) -> bytes | None:
         if action.id is None:

@@ -257,7 +257,7 @@ class Sidecar:
         """``subagent/published`` notification."""
         self._subagents().published(params)
 
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later:
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
         """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
         return self._subagents().outcome(params)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 import sys
 import time
+from typing import TypeVar
 
 import anyio
 
@@ -105,20 +106,9 @@ class SubagentHooks:
         request = start_request(params.request, params.parent, signal_aborted=params.signalAborted)
         decision = self.cassette.on_start(request)
         ticket = self._queued()
-        if ticket is not None:
-            return Later(self._start_written(decision, ticket))
+        if ticket is not None and self.writer is not None:
+            return Later(self.writer, ticket, lambda failure: self._decided(_durable(decision, failure)))
         return self._decided(decision)
-
-    async def _start_written(self, decision: Decision, ticket: Ticket) -> SubagentDecision:
-        await self._written(ticket)
-        return self._decided(decision)
-
-    async def _written(self, ticket: Ticket) -> None:
-        """Wait for ``ticket``'s lines; a lost line fails the answer and the recording."""
-        assert self.writer is not None
-        failure = await self.writer.written(ticket)
-        if failure is not None:
-            raise failure
 
     def _decided(self, decision: Decision) -> SubagentDecision:
         if isinstance(decision, Miss):
@@ -144,19 +134,17 @@ class SubagentHooks:
         """A forwarded run was published (its child id keys grandchildren)."""
         self.cassette.on_published(_handle(params.handle), params.childId)
 
-    def outcome(self, params: SubagentOutcomeParams) -> Later:
+    def outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
         """A forwarded run settled: answered once its interaction is fsync-ed."""
         self.cassette.on_outcome(_handle(params.handle), _settled(params.outcome))
         self.trace.write("subagent/outcome", callKey=params.handle.callKey)
         failure = _failure(params.outcome)
         if failure is not None:
             self.failed_children.append(f"callKey {params.handle.callKey}, {failure}")
-        return Later(self._outcome_written(self._queued()))
-
-    async def _outcome_written(self, ticket: Ticket | None) -> Empty:
-        if ticket is not None:
-            await self._written(ticket)
-        return Empty()
+        ticket = self._queued()
+        if ticket is None or self.writer is None:
+            return Empty()
+        return Later(self.writer, ticket, lambda failure: _durable(Empty(), failure))
 
     async def _close_file(self) -> SidecarError | None:
         """Write what is queued (abandoned runs included), then release the file and its lock."""
@@ -211,6 +199,16 @@ def _failure(outcome: RunOutcome) -> str | None:
     code = wire.error.code
     # The code is printed only when it looks like one: the error's text never reaches stderr.
     return f"{kind} {code}" if isinstance(code, str) and _CODE.fullmatch(code) else kind
+
+
+_T = TypeVar("_T")
+
+
+def _durable(answer: _T, failure: SidecarError | None) -> _T:
+    """``answer`` once its lines are durable; a lost line fails the answer (and the recording)."""
+    if failure is not None:
+        raise failure
+    return answer
 
 
 def _handle(wire: CallHandle) -> Handle:

@@ -99,15 +99,14 @@ class ToolHooks:
         except SidecarError as error:
             outcome = Refuse(error=error)
         ticket = self._queued()
-        if ticket is None:
+        if ticket is None or self.writer is None:
             return self._decided(params, outcome)
-        return Later(self._execute_written(params, outcome, ticket))
+        return Later(self.writer, ticket, lambda failure: self._written(params, outcome, failure))
 
-    async def _execute_written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
-                               ticket: Ticket) -> ExecuteDecision:
-        assert self.writer is not None and self.recording is not None
-        failure = await self.writer.written(ticket)
-        if failure is not None:
+    def _written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
+                 failure: SidecarError | None) -> ExecuteDecision:
+        """The answer of a recorded call once its lines are durable (or lost)."""
+        if failure is not None and self.recording is not None:
             outcome = self.recording.write_failed(params.handle, failure) or outcome
         return self._decided(params, outcome)
 
@@ -158,9 +157,9 @@ class ToolHooks:
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
             ticket = self._queued()
-            # No answer waits for a result line; it is written by the next batch, now.
-            if ticket is not None and self.writer is not None and not self.writer.flushed_anyway():
-                return Later(self.writer.written(ticket))
+            # No answer waits for a result line; it joins the next batch, written now.
+            if ticket is not None and self.writer is not None:
+                return Later(self.writer, ticket, _no_answer)
         return None
 
     async def _close_recording(self, recording: RecordSession, writer: LineWriter,
@@ -200,6 +199,11 @@ class ToolHooks:
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
         )
         return list(report.errors), [note]
+
+
+def _no_answer(_failure: SidecarError | None) -> None:
+    """A result line's Later: a lost line already failed the recording, nobody waits for it."""
+    return None
 
 
 def _code(result: ToolResult) -> str | None:

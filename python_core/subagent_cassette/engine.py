@@ -99,6 +99,10 @@ ABANDONED: Final = RecordedError(
 class State(Enum):
     """Engine states (see the module docstring for the table)."""
 
+    # Members are singletons compared by identity; hash them so too (Enum.__hash__ is Python
+    # code, and the transition tables look a member up several times per call).
+    __hash__ = object.__hash__
+
     NEEDS_UPSTREAM = "waiting for the upstream provider facts"
     READY = "ready"
     POISONED = "poisoned by an earlier miss"

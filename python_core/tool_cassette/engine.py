@@ -171,8 +171,15 @@ class CloseReport(msgspec.Struct, frozen=True):
     published: bool = False
 
 
+_SELECTS_CACHE = 1024
+
+
 class SessionState(enum.Enum):
     """Session states; ``FAILED`` and ``POISONED`` are sticky until ``CLOSED``."""
+
+    # Members are singletons compared by identity; hash them so too (Enum.__hash__ is Python
+    # code, and the transition tables look a member up several times per call).
+    __hash__ = object.__hash__
 
     RECORDING = "recording"
     FAILED = "failed"
@@ -184,6 +191,10 @@ class SessionState(enum.Enum):
 class CallPhase(enum.Enum):
     """Where one handle stands between its events."""
 
+    # Members are singletons compared by identity; hash them so too (Enum.__hash__ is Python
+    # code, and the transition tables look a member up several times per call).
+    __hash__ = object.__hash__
+
     EXECUTED = "executed"
     POSTED = "posted"
     BYPASSED = "bypassed"
@@ -192,6 +203,10 @@ class CallPhase(enum.Enum):
 
 class Event(enum.Enum):
     """Events the bridge feeds in."""
+
+    # Members are singletons compared by identity; hash them so too (Enum.__hash__ is Python
+    # code, and the transition tables look a member up several times per call).
+    __hash__ = object.__hash__
 
     EXECUTE = "on_execute"
     POST = "on_post_execute"
@@ -313,6 +328,7 @@ class ToolCassetteSession(abc.ABC):
 
     def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
         self.config = config
+        self._selects: dict[str, bool] = {}
         self.state = state
         self._calls: dict[str, _Call] = {}
         self._errors: list[SidecarError] = []
@@ -343,7 +359,13 @@ class ToolCassetteSession(abc.ABC):
 
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` goes through the cassette."""
-        return self.config.selects(tool)
+        known = self._selects.get(tool)
+        if known is None:
+            known = self.config.selects(tool)
+            # A run calls a few tools many times; the bound keeps odd names from growing it.
+            if len(self._selects) < _SELECTS_CACHE:
+                self._selects[tool] = known
+        return known
 
     @property
     def errors(self) -> tuple[SidecarError, ...]:
@@ -358,7 +380,7 @@ class ToolCassetteSession(abc.ABC):
             raise IllegalEvent(event.value, self.state.value)
         if event is Event.CLOSE:
             return None, None
-        if not self.config.selects(tool):
+        if not self.selects(tool):
             raise IllegalEvent(f"{event.value} for an unselected tool", self.state.value)
         call = self._calls.get(handle)
         moves = CALL_TRANSITIONS[None if call is None else call.phase]

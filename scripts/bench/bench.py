@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "scripts" / "bench"
 PYTHON = sys.executable
 DSH_RUNS = int(os.environ.get("BENCH_DSH_RUNS", "5"))
+# Recorded calls/s of the paced cancel run without a baseline: 9574419 (writes in the reader)
+# sustained 1,900-2,500 flat out on the 2-CPU CI machine.
+PACED_RATE = 2000.0
 
 ON_MOCK = """\
 - id: agent-default-model
@@ -180,11 +183,20 @@ def main() -> None:
             dsh_section(tmp)
 
 
-def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str], recorders: int = 32) -> dict[str, Any]:
-    """One measurement of `$/cancelRequest` latency while ``recorders`` callers record (fsync per frame)."""
+def cancel_run(
+    tmp: Path, name: str, root: Path, env: dict[str, str], recorders: int = 32, rate: float = 0
+) -> dict[str, Any]:
+    """`$/cancelRequest` latency while ``recorders`` callers record (fsync per frame).
+
+    ``rate`` > 0 paces the recorders to that many recorded calls per second in all; 0 lets
+    them record as fast as they are answered.
+    """
     cancel_dir = tmp / name
     cancel_dir.mkdir()
-    return node("cancel", PYTHON, str(root), str(cancel_dir), env={**env, "BENCH_RECORDERS": str(recorders)})
+    return node(
+        "cancel", PYTHON, str(root), str(cancel_dir),
+        env={**env, "BENCH_RECORDERS": str(recorders), "BENCH_RATE": str(rate)},
+    )
 
 
 def cancel_row(label: str, cancel: dict[str, Any]) -> None:
@@ -207,13 +219,19 @@ def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=True)
     cancel = cancel_run(tmp, "cancel", root, under_test)
+    # Flat out, the recorders saturate the machine (a faster sidecar only adds load), so the
+    # probe is also measured at one fixed offered load: the baseline's flat-out rate when one
+    # was measured, else PACED_RATE, about what the sidecar sustained with writes in the reader.
+    rate = baseline["recordedPerSec"] if baseline is not None else PACED_RATE
+    paced = cancel_run(tmp, "cancel-paced", root, under_test, rate=rate)
     # The same probes with nobody recording: what the machine and the transport cost alone.
     idle = cancel_run(tmp, "cancel-idle", root, under_test, recorders=0)
     print(
         f"\n(e) {cancel['probe']} answered while 32 callers record selected calls (execute, post-execute,"
         f" result; fsync per frame), {cancel['n']} probes"
     )
-    cancel_row("this tree", cancel)
+    cancel_row("flat out", cancel)
+    cancel_row(f"{rate:.0f}/s", paced)
     print(
         f"    {'no load':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
         "   (this tree, nobody recording: the floor of the probe on this machine now)"

@@ -21,6 +21,8 @@ const IN_FLIGHT = 32
 const STARTUPS = Number(process.env.BENCH_STARTUPS ?? 10)
 const PROBES = Number(process.env.BENCH_PROBES ?? 1000)
 const RECORDERS = Number(process.env.BENCH_RECORDERS ?? IN_FLIGHT)
+// Recorded calls per second offered by all recorders together; 0 records as fast as answered.
+const RATE = Number(process.env.BENCH_RATE ?? 0)
 
 /** @param {number} i */
 const executeParams = (i) => ({ handle: `h${i}`, path: `root/${i}`, tool: 'weather_lookup', callId: `call_${i}`, args: '{"city":"Paris","unit":"c"}' })
@@ -147,6 +149,7 @@ async function startup() {
  * `$/cancelRequest` sent as a request (answered by the reader, like every cancel) while
  * RECORDERS (IN_FLIGHT unless BENCH_RECORDERS says otherwise) workers record selected calls
  * (tools/execute, post-execute, result: fsync per frame).
+ * BENCH_RATE > 0 paces them to that many recorded calls per second in all, instead.
  * A bridge that does not answer cancel requests is probed with an unknown method instead.
  */
 async function cancel() {
@@ -163,8 +166,16 @@ async function cancel() {
   rpc.notify('session/turn', { sessionId: 'bench', turn: 1, phase: 'start' })
   let running = true
   let recorded = 0
+  const start = now()
   const worker = async (/** @type {number} */ w) => {
     for (let i = 0; running; i++) {
+      if (RATE > 0) {
+        // Paced: call k of all workers is due at k / RATE s; a worker behind schedule goes at once.
+        const due = start + ((i * RECORDERS + w) / RATE) * 1e6
+        const wait = due - now()
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait / 1000))
+        if (!running) break
+      }
       const params = executeParams(w * 1_000_000 + i)
       await rpc.request('tools/execute', params)
       await rpc.request('tools/post-execute', { handle: params.handle, path: params.path, tool: params.tool, result })

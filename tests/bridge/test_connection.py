@@ -293,3 +293,39 @@ def test_malformed_request_with_an_id_is_answered_with_that_id() -> None:
 
     assert sent(action)["id"] == 7
     assert sent(action)["error"]["code"] == INVALID_REQUEST
+
+
+def test_a_cancel_is_served_before_the_lines_ahead_of_it_unless_it_cancels_one_of_them() -> None:
+    ahead = [line(id=1, method="tools/execute", params={}), line(method="tools/result", params={})]
+    jumps = line(id="c", method="$/cancelRequest", params={"id": 7})  # 7 is in flight already
+    stays = line(method="$/cancelRequest", params={"id": 1})  # 1 arrived in this same read
+    garbled = line(id="g", method="$/cancelRequest", params={"id": [1]})
+    first, rest = RpcConnection.cancels_first([*ahead, jumps, stays, garbled, b"", b"{not json"])
+    assert first == [jumps]
+    assert rest == [*ahead, stays, garbled, b"", b"{not json"]
+
+
+def _comparable(action: object) -> str:
+    if isinstance(action, Dispatch):
+        return f"Dispatch {action.id!r} {action.method} {bytes(action.params)!r}"
+    return repr(action)
+
+
+def test_serving_cancels_first_answers_as_arrival_order_would() -> None:
+    earlier = line(id=2, method="tools/execute", params={})
+    read = [
+        line(id=1, method="tools/execute", params={}),
+        line(id="c", method="$/cancelRequest", params={"id": 2}),
+        line(id="d", method="$/cancelRequest", params={"id": 1}),
+    ]
+    in_order, hoisted = RpcConnection(), RpcConnection()
+    in_order.feed(earlier)
+    hoisted.feed(earlier)
+    first, rest = RpcConnection.cancels_first(read)
+    # 2 was in flight before this read: its cancel jumps; 1 arrives in the read: its cancel waits.
+    assert first == [read[1]] and rest == [read[0], read[2]]
+    expected = [action for received in read for action in in_order.feed(received)]
+    actual = [action for received in first + rest for action in hoisted.feed(received)]
+    assert sorted(map(_comparable, actual)) == sorted(map(_comparable, expected))
+    assert Cancel(1) in actual and Cancel(2) in actual
+    assert (hoisted.incoming, hoisted.cancelled) == (in_order.incoming, in_order.cancelled) == ({1, 2}, {1, 2})

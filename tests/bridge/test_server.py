@@ -48,8 +48,10 @@ class _Receive(ByteReceiveStream):
 class _Send(ByteSendStream):
     def __init__(self, stream: MemoryObjectSendStream[bytes]) -> None:
         self._stream = stream
+        self.writes: list[bytes] = []  # each write the server made, as made
 
     async def send(self, item: bytes) -> None:
+        self.writes.append(item)
         await self._stream.send(item)
 
     async def aclose(self) -> None:
@@ -254,6 +256,17 @@ async def test_cancel_request_cancels_the_handler_and_answers_cancelled() -> Non
         assert answers["c"] == {"jsonrpc": "2.0", "id": "c", "result": None}
         assert answers[2]["error"]["code"] == CANCELLED
         assert seen == ["cancelled s1", "cancelled s2"]
+        await peer.close()
+
+
+async def test_a_cancel_read_behind_other_requests_is_answered_before_them() -> None:
+    async with serving(Server(Target(tools_execute=pass_through))) as peer:
+        cancel = line(id="c", method="$/cancelRequest", params={"id": 99})
+        await peer.write(line(**execute(10)) + line(**execute(11)) + cancel)
+        assert [(await peer.read())["id"] for _ in range(3)] == ["c", 10, 11]
+        # Cancelling a request read just before it keeps arrival order: it is in flight first.
+        await peer.write(line(**execute(12)) + line(id="d", method="$/cancelRequest", params={"id": 12}))
+        assert [(await peer.read())["id"] for _ in range(2)] == [12, "d"]
         await peer.close()
 
 

@@ -89,8 +89,11 @@ async def test_cancel_and_other_calls_are_answered_while_a_recorded_line_is_bein
             writes.release.set()
         answers = {(m := await peer.read())["id"]: m["result"]["action"] for _ in range(3)}
         assert answers == {1: "next", 3: "next", 4: "next"}
-        # One batch for call 1, one fsync for calls 3 and 4 together (group commit).
+        # One batch for call 1, one fsync for calls 3 and 4 together (group commit), whose
+        # answers leave together in one write.
         assert writes.batches == [1, 2]
+        together = [w for w in peer.server_streams[1].writes if b'"id":3' in w or b'"id":4' in w]
+        assert len(together) == 1 and together[0].count(b"\n") == 2
         lines = (tmp_path / "c.jsonl.partial").read_bytes().splitlines()
         starts = [msgspec.json.decode(line) for line in lines[1:]]
         assert [(s["ordinal"], s["path"]) for s in starts] == [(0, "root/0"), (1, "root/0"), (2, "root/0")]

@@ -64,7 +64,10 @@ def _open(tmp_path: Path, mode: str) -> SubagentHooks:
 
 async def _answer(answer: SubagentDecision | Later | object) -> Any:
     """The hook's answer, awaited when it waits for its lines to be durable."""
-    return await answer.answer if isinstance(answer, Later) else answer
+    if not isinstance(answer, Later):
+        return answer
+    await answer.writer.flush()
+    return answer.finish(answer.ticket.failure)
 
 
 async def _record(tmp_path: Path, outcomes: list[dict[str, Any]]) -> tuple[list[str], list[str], Path]:

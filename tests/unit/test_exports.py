@@ -21,7 +21,7 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.__main__": ["main"],
     "bridge.cli": ["main"],
     "bridge.connection": [
-        "Action", "CANCELLED", "Cancel", "Dispatch", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_DEPTH",
+        "Action", "CANCELLED", "CANCEL_MARK", "Cancel", "Dispatch", "INVALID_PARAMS", "INVALID_REQUEST", "MAX_DEPTH",
         "METHOD_NOT_FOUND", "PARSE_ERROR", "RpcConnection", "SERVER_ERROR", "Send", "nesting_depth",
     ],
     "bridge.doctor": ["Boot", "Row", "boot_check", "parse_row", "python_check", "read_row"],
