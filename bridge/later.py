@@ -1,4 +1,4 @@
-"""``Later``: an inline handler's answer that waits for recorded lines to be durable.
+"""``Later`` and ``Pending``: inline handlers' answers that are not known yet.
 
 An inline row runs in the reader, in arrival order, because that order is what the cassettes
 number. When its answer depends on lines a ``LineWriter`` has queued, the handler returns a
@@ -10,13 +10,13 @@ on reading, so ``$/cancelRequest`` and every other request are served meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bridge.line_writer import LineWriter, Ticket
 from python_core.errors import SidecarError
 
-__all__ = ["Later"]
+__all__ = ["Later", "Pending"]
 
 
 class Later:
@@ -29,3 +29,17 @@ class Later:
         self.writer = writer
         self.ticket = ticket
         self.finish = finish
+
+
+class Pending:
+    """An inline handler's answer that comes after a wait (a mock step's ``wait``).
+
+    The decision is taken in the reader; the server awaits ``answer()`` in a task of its own
+    under a ``CancelScope`` that ``$/cancelRequest`` cancels, and the reader reads on. An
+    answer with no wait is returned as it is, with no task.
+    """
+
+    __slots__ = ("answer",)
+
+    def __init__(self, answer: Callable[[], Awaitable[Any]]) -> None:
+        self.answer = answer

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from bridge.later import Pending
 from bridge.protocol import (
     CancelParams,
     CancelResult,
@@ -37,6 +38,7 @@ from python_core.mock import (
 from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
 from python_core.mock.config import MockConfig
 from python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
+from python_core.mock.plan import Action, MockPlan
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 
@@ -112,8 +114,8 @@ class MockDriver:
         chosen = self.turns.route(params.sessionId, params.turn, proposed)
         return RouteResult(route=None if chosen is None else Route(provider=chosen[0], model=chosen[1]))
 
-    async def stream(self, params: LlmStreamParams) -> LlmResponse:
-        """Answer one request to the mock route, sleeping the plan's wait first."""
+    def respond(self, params: LlmStreamParams) -> LlmResponse | Pending:
+        """Answer one request to the mock route; ``Pending`` when the plan's wait comes first."""
         self.trace.write(
             "llm/stream", session=params.sessionId, turn=params.turn, step=params.step,
             purpose=params.purpose,
@@ -133,14 +135,30 @@ class MockDriver:
         action = self.turns.respond(session, turn, seen)
         if isinstance(action, EmitToolCalls | EmitFinal) and action.wait_ms > 0:
             self.turns.sleep(session, turn)
-            try:
-                await sleep_ms(action.wait_ms)
-            except anyio.get_cancelled_exc_class():
-                # The only await: the wait before the step, whose calls were never emitted.
-                self.turns.interrupt(session, turn)
-                self.trace.write("llm/stream", session=session, turn=params.turn, cancelled=True)
-                raise
-            self.turns.wake(session, turn)
+            return Pending(lambda: self._after_wait(params, plan, action))
+        return self._answer(params, plan, action)
+
+    async def stream(self, params: LlmStreamParams) -> LlmResponse:
+        """``respond``, with the plan's wait slept first when there is one."""
+        answer = self.respond(params)
+        return await answer.answer() if isinstance(answer, Pending) else answer
+
+    async def _after_wait(
+        self, params: LlmStreamParams, plan: MockPlan, action: EmitToolCalls | EmitFinal
+    ) -> LlmResponse:
+        session, turn = params.sessionId, params.turn if params.turn is not None else -1
+        try:
+            await sleep_ms(action.wait_ms)
+        except anyio.get_cancelled_exc_class():
+            # The only await: the wait before the step, whose calls were never emitted.
+            self.turns.interrupt(session, turn)
+            self.trace.write("llm/stream", session=session, turn=params.turn, cancelled=True)
+            raise
+        self.turns.wake(session, turn)
+        return self._answer(params, plan, action)
+
+    def _answer(self, params: LlmStreamParams, plan: MockPlan, action: Action) -> LlmResponse:
+        session, turn = params.sessionId, params.turn if params.turn is not None else -1
         if isinstance(action, EmitToolCalls):
             self.turns.emit(session, turn, action)
             calls = [ToolCallOut(id=c.call_id, name=c.name, arguments=c.arguments_json) for c in action.calls]

@@ -434,10 +434,11 @@ class Method:
 
     ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows run in the reader, in
     arrival order (the order the cassettes number): the per-call hooks, plain functions, and
-    ``initialize``, awaited (nothing is read before the handshake is answered). The others run
-    as tasks that may wait and can be cancelled. A method with a ``hook`` may
-    arrive only after ``initialize`` enabled that hook group; ``result`` ``None`` marks a
-    notification.
+    ``initialize``, awaited (nothing is read before the handshake is answered); an inline
+    answer that must wait comes back as a ``Later`` or ``Pending`` (``bridge/later.py``) and
+    is completed in a task. The others run as tasks that may wait and can be cancelled. A
+    method with a ``hook`` may arrive only after ``initialize`` enabled that hook group;
+    ``result`` ``None`` marks a notification.
     """
 
     params: type[msgspec.Struct]
@@ -455,7 +456,7 @@ METHODS: dict[str, Method] = {
     "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
     "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),
     "tools/result": Method(ResultParams, None, "tools_result", hook="tools"),
-    "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", inline=False, hook="llm"),
+    "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", hook="llm"),
     "mock/pre-step": Method(PreStepParams, PreStepResult, "mock_pre_step", hook="llm"),
     "mock/route": Method(RouteParams, RouteResult, "mock_route", hook="llm"),
     "mock/command": Method(MockCommandParams, MockCommandResult, "mock_command", hook="llm"),

@@ -9,12 +9,14 @@ method of the target object, whether it runs inline and which hook group it belo
   measurement). A handler whose answer must wait for a recorded line to be durable returns a
   ``Later`` (``bridge/later.py``): one task per line writer makes the queued lines durable and
   sends the answers of every ``Later`` in that batch in one write, and the reader reads on.
+  ``llm/stream`` is inline as well: a mock step with no wait is answered at once; one with a
+  wait returns a ``Pending``, completed in a task of its own under a ``CancelScope``.
   ``initialize`` is inline too: the reader awaits it, so nothing is read before
   the handshake is answered, and the answer does not wait for ``jsonrpcserver`` to import;
-- task rows (``shutdown``, ``llm/stream``: they may wait) are dispatched through
-  ``jsonrpcserver``'s public async API, each in its own task under its own ``CancelScope``, so
-  ``$/cancelRequest`` cancels exactly that request. ``jsonrpcserver`` is imported in a worker
-  thread right after the handshake, while the host finishes booting.
+- task rows (``shutdown``) are dispatched through ``jsonrpcserver``'s public async API, each
+  in its own task under its own ``CancelScope``, so ``$/cancelRequest`` cancels exactly that
+  request. ``jsonrpcserver`` is imported in a worker thread right after the handshake, while
+  the host finishes booting.
 
 Answers produced while handling one received chunk leave in one write; the write goes straight
 to the pipe when nothing is queued, else through the single writer task, in order. A chunk's
@@ -24,6 +26,7 @@ request received before it in that chunk (``RpcConnection.cancels_first``).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -48,7 +51,7 @@ from bridge.connection import (
     RpcConnection,
     Send,
 )
-from bridge.later import Later
+from bridge.later import Later, Pending
 from bridge.line_writer import LineWriter
 from bridge.protocol import INITIALIZE, METHODS, Lifecycle
 from bridge.stdio import FdSendStream
@@ -93,6 +96,10 @@ def _incident(exc: BaseException) -> _Failure:
     )
 
 
+# What a task row's run gives when jsonrpcserver answered nothing (a notification).
+_NO_ANSWER: Any = object()
+
+
 def _failure(exc: Exception) -> _Failure:
     if isinstance(exc, SidecarError):
         return _Failure(SERVER_ERROR, str(exc), exc.to_wire())
@@ -109,7 +116,7 @@ def _invalid_params(method: str, exc: Exception) -> _Failure:
 def _inline(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Any]) -> Callable[[msgspec.Raw], Any]:
     decoder = msgspec.json.Decoder(params)
     if inspect.iscoroutinefunction(handler):
-        return _inline_awaited(method, decoder, handler)
+        return _awaited(method, decoder, handler)
 
     def run(raw: msgspec.Raw) -> Any:
         try:
@@ -124,7 +131,17 @@ def _inline(method: str, params: type[msgspec.Struct], handler: Callable[[Any], 
     return run
 
 
-def _inline_awaited(
+async def _settle(answer: Callable[[], Awaitable[Any]]) -> Any:
+    """A ``Pending`` answer, or the error answer of what it raised."""
+    try:
+        return await answer()
+    except anyio.get_cancelled_exc_class():
+        raise
+    except Exception as exc:
+        return _failure(exc)
+
+
+def _awaited(
     method: str, decoder: msgspec.json.Decoder[Any], handler: Callable[[Any], Awaitable[Any]]
 ) -> Callable[[msgspec.Raw], Awaitable[Any]]:
     """An inline row with a coroutine handler: the reader awaits it."""
@@ -331,14 +348,14 @@ class Server:
         if inline is None and method not in self._tasks:
             return self._refuse(action, METHOD_NOT_FOUND, f"method not found: {method[:100]}")
         if inline is None:
-            scope = anyio.CancelScope()
-            if action.id is not None:
-                self._scopes[action.id] = scope
-            tg.start_soon(self._run, action, scope)
+            self._start(action, lambda: self._dispatched(action), tg)
             return None
         result = inline(action.params)
         if isinstance(result, Later):
             self._defer(action, result, tg)
+            return None
+        if isinstance(result, Pending):
+            self._start(action, functools.partial(_settle, result.answer), tg)
             return None
         if inspect.isawaitable(result):
             return self._awaited(action, result, tg)
@@ -390,30 +407,43 @@ class Server:
             return None
         return self.conn.respond_error(action.id, code, message, data).data
 
-    async def _run(self, action: Dispatch, scope: anyio.CancelScope) -> None:
+    def _start(self, action: Dispatch, work: Callable[[], Awaitable[Any]], tg: TaskGroup) -> None:
+        """Run ``work`` for ``action`` in a task whose scope ``$/cancelRequest`` cancels."""
+        scope = anyio.CancelScope()
+        if action.id is not None:
+            self._scopes[action.id] = scope
+        tg.start_soon(self._run, action, scope, work)
+
+    async def _run(self, action: Dispatch, scope: anyio.CancelScope, work: Callable[[], Awaitable[Any]]) -> None:
+        result: Any = _NO_ANSWER
+        with scope:
+            result = await work()
+        if action.id is None:
+            return
+        self._scopes.pop(action.id, None)
+        if scope.cancelled_caught or result is _NO_ANSWER:
+            await self._emit(self.conn.respond_error(action.id, SERVER_ERROR, "cancelled").data)
+            return
+        answer = self._answer(action, result)
+        if answer is not None:
+            await self._emit(answer)
+
+    async def _dispatched(self, action: Dispatch) -> Any:
+        """Serve a task row through ``jsonrpcserver``; its result, or a ``_Failure``."""
         request: dict[str, Any] = {"jsonrpc": "2.0", "method": action.method, "params": [action.params]}
         if action.id is not None:
             request["id"] = action.id
         from jsonrpcserver import async_dispatch_to_serializable
 
-        response: Any = None
-        with scope:
-            # The envelope is decoded and checked already: jsonrpcserver gets the request object
-            # (its deserializer and validator hooks), params as one positional Raw argument.
-            response = await async_dispatch_to_serializable(
-                "", self._tasks, deserializer=lambda _: request, validator=lambda r: r
-            )
-        if action.id is None:
-            return
-        self._scopes.pop(action.id, None)
-        if scope.cancelled_caught or response is None:
-            answer = self.conn.respond_error(action.id, SERVER_ERROR, "cancelled")
-        elif "error" in response:
+        # The envelope is decoded and checked already: jsonrpcserver gets the request object
+        # (its deserializer and validator hooks), params as one positional Raw argument.
+        response: Any = await async_dispatch_to_serializable(
+            "", self._tasks, deserializer=lambda _: request, validator=lambda r: r
+        )
+        if response is None:
+            return _NO_ANSWER
+        if "error" in response:
             error = response["error"]
             data = error.get("data")
-            answer = self.conn.respond_error(
-                action.id, error["code"], error["message"], data if isinstance(data, dict) else None
-            )
-        else:
-            answer = self.conn.respond(action.id, response["result"])
-        await self._emit(answer.data)
+            return _Failure(error["code"], error["message"], data if isinstance(data, dict) else None)
+        return response["result"]

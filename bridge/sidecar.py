@@ -10,7 +10,7 @@ import os
 
 from msgspec import UNSET, Raw
 
-from bridge.later import Later
+from bridge.later import Later, Pending
 from bridge.mock_driver import MockDriver
 from bridge.model_hooks import ModelHooks
 from bridge.protocol import (
@@ -225,9 +225,9 @@ class Sidecar:
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
         return written
 
-    async def llm_stream(self, params: LlmStreamParams) -> LlmResponse:
-        """``llm/stream``: the next response of the ``mock`` route (waits happen here)."""
-        return await self._mock().stream(params)
+    def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
+        """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""
+        return self._mock().respond(params)
 
     def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
         """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""

@@ -6,6 +6,7 @@ events and ``wait_all_tasks_blocked()``, never sleeps.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from bridge.connection import CANCELLED, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+from bridge.later import Pending
 from bridge.protocol import (
     ExecuteDecision,
     ExecuteParams,
@@ -63,6 +65,10 @@ class Target:
 
     def __init__(self, hooks: Sequence[str] = ("tools", "llm", "subagent"), **handlers: Any) -> None:
         self.hooks = list(hooks)
+        stream = handlers.get("llm_stream")
+        if stream is not None and inspect.iscoroutinefunction(stream):
+            # As the mock driver does for a step with a wait: the answer comes from a task.
+            handlers["llm_stream"] = lambda params: Pending(lambda: stream(params))
         self.__dict__.update(handlers)
 
     async def initialize(self, _params: InitializeParams) -> InitializeResult:
@@ -221,6 +227,18 @@ async def test_task_requests_are_answered_out_of_order() -> None:
         await peer.close()
 
 
+async def test_an_llm_stream_answer_with_no_wait_is_answered_in_arrival_order() -> None:
+    def handler(params: LlmStreamParams) -> LlmResponse:
+        return LlmResponse(kind="text", text=params.sessionId)
+
+    async with serving(Server(Target(llm_stream=handler, tools_execute=pass_through))) as peer:
+        await peer.write(line(**stream(1, "a")) + line(**execute(2)))
+        # Inline, like the per-call hooks: no task, so it cannot fall behind the next line.
+        assert [(await peer.read())["id"] for _ in range(2)] == [1, 2]
+        assert any(b'"id":1' in w and b'"id":2' in w for w in peer.server_streams[1].writes)
+        await peer.close()
+
+
 async def test_cancel_request_cancels_the_handler_and_answers_cancelled() -> None:
     seen: list[str] = []
 
@@ -267,6 +285,35 @@ async def test_a_cancel_read_behind_other_requests_is_answered_before_them() -> 
         # Cancelling a request read just before it keeps arrival order: it is in flight first.
         await peer.write(line(**execute(12)) + line(id="d", method="$/cancelRequest", params={"id": 12}))
         assert [(await peer.read())["id"] for _ in range(2)] == [12, "d"]
+        await peer.close()
+
+
+async def test_llm_stream_is_served_without_jsonrpcserver_and_shutdown_through_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import jsonrpcserver
+
+    dispatched: list[str] = []
+    real = jsonrpcserver.async_dispatch_to_serializable
+
+    async def counting(request: str, methods: Any, **kwargs: Any) -> Any:
+        dispatched.append(kwargs["deserializer"]("")["method"])
+        return await real(request, methods, **kwargs)
+
+    monkeypatch.setattr(jsonrpcserver, "async_dispatch_to_serializable", counting)
+
+    async def llm_stream(params: LlmStreamParams) -> LlmResponse:
+        return LlmResponse(kind="text", text=params.sessionId)
+
+    async def shutdown(_params: ShutdownParams) -> ShutdownResult:
+        return ShutdownResult(exitCode=0, errors=[])
+
+    async with serving(Server(Target(llm_stream=llm_stream, shutdown=shutdown))) as peer:
+        await peer.send(**stream(1, "s1"))
+        assert (await peer.read())["result"]["text"] == "s1"
+        await peer.send(id=2, method="shutdown", params={})
+        assert (await peer.read())["result"]["exitCode"] == 0
+        assert dispatched == ["shutdown"]
         await peer.close()
 
 
