@@ -77,8 +77,10 @@ export class Rpc {
     this.dead = undefined
     /** set once shutdown starts, so the exit that follows is not reported as a death */
     this.closing = false
-    /** notification lines waiting for the next write */
+    /** lines waiting for the next write */
     this.queued = ''
+    /** a flush is queued for the end of this turn of the event loop */
+    this.flushQueued = false
     /** @type {NodeJS.Timeout | undefined} */
     this.flushTimer = undefined
     /** @type {Buffer[]} the start of a line whose newline has not arrived yet */
@@ -156,21 +158,28 @@ export class Rpc {
     return text + '\n'
   }
 
-  /** Write `line` after the queued notifications, in one write. @param {string} line */
+  /**
+   * Queue `line` after the queued notifications; everything sent in the same turn of the event
+   * loop (the calls one chunk of answers wakes, say) leaves in one write, before any I/O.
+   * @param {string} line
+   */
   send(line) {
     if (this.dead !== undefined) return
-    if (this.queued !== '') {
-      line = this.queued + line
-      this.queued = ''
-      clearTimeout(this.flushTimer)
-      this.flushTimer = undefined
+    this.queued += line
+    if (!this.flushQueued) {
+      this.flushQueued = true
+      queueMicrotask(() => { this.flushQueued = false; this.flush() })
     }
-    this.output.write(line)
   }
 
-  /** Write the queued notifications now. */
+  /** Write the queued lines now. */
   flush() {
-    if (this.queued !== '') this.send('')
+    if (this.dead !== undefined || this.queued === '') return
+    const data = this.queued
+    this.queued = ''
+    clearTimeout(this.flushTimer)
+    this.flushTimer = undefined
+    this.output.write(data)
   }
 
   /**

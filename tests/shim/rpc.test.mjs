@@ -98,6 +98,7 @@ test('a request over the cap in UTF-8 bytes is refused MESSAGE_TOO_LARGE, unsent
   const big = rpc.request('tools/execute', { args: 'é'.repeat(MAX_LINE / 2) })
   await assert.rejects(big, (error) => error.code === 'MESSAGE_TOO_LARGE' && /tools\/execute is \d+ bytes/.test(error.message))
   const next = rpc.request('tools/execute', {})
+  await new Promise((done) => setImmediate(done)) // the request leaves at the end of this turn
   fromPython.write(`{"jsonrpc":"2.0","id":${sent.at(-1).id},"result":{"action":"next"}}\n`)
   assert.deepEqual(await next, { action: 'next' })
   assert.deepEqual(sent.map((m) => m.method), ['tools/execute'])
@@ -137,6 +138,23 @@ test('notifications ride with the next request, in order, in one write', async (
   await new Promise((done) => setImmediate(done))
   assert.equal(chunks.length, 1)
   assert.deepEqual(chunks[0].trimEnd().split('\n').map((l) => JSON.parse(l).method), ['tools/result', 'session/turn', 'llm/stream'])
+})
+
+test('requests sent in one turn of the event loop leave in one write, in order', async () => {
+  const { rpc, chunks, fromPython } = writes()
+  const calls = [1, 2, 3].map((n) => rpc.request('tools/execute', { handle: `h${n}` }))
+  assert.equal(chunks.length, 0)
+  await new Promise((done) => setImmediate(done))
+  assert.equal(chunks.length, 1)
+  assert.deepEqual(chunks[0].trimEnd().split('\n').map((l) => JSON.parse(l).params.handle), ['h1', 'h2', 'h3'])
+  // Answers that wake all three callers in one chunk: their next requests share a write too.
+  const next = calls.map((call, n) => call.then(() => rpc.request('tools/post-execute', { handle: `h${n + 1}` })))
+  fromPython.write([1, 2, 3].map((id) => `{"jsonrpc":"2.0","id":${id},"result":{}}\n`).join(''))
+  await new Promise((done) => setImmediate(done))
+  assert.equal(chunks.length, 2)
+  assert.deepEqual(chunks[1].trimEnd().split('\n').map((l) => JSON.parse(l).method), Array(3).fill('tools/post-execute'))
+  fromPython.write([4, 5, 6].map((id) => `{"jsonrpc":"2.0","id":${id},"result":{}}\n`).join(''))
+  await Promise.all(next)
 })
 
 test('a notification alone leaves after NOTIFY_DELAY_MS', async (t) => {
