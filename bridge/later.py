@@ -11,12 +11,12 @@ on reading, so ``$/cancelRequest`` and every other request are served meanwhile.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from bridge.line_writer import LineWriter, Ticket
 from python_core.errors import SidecarError
 
-__all__ = ["Later", "Pending"]
+__all__ = ["Later", "Pending", "durable"]
 
 
 class Later:
@@ -29,6 +29,16 @@ class Later:
         self.writer = writer
         self.ticket = ticket
         self.finish = finish
+
+
+_T = TypeVar("_T")
+
+
+def durable(answer: _T, failure: SidecarError | None) -> _T:
+    """``answer`` once its lines are durable; a lost line fails the answer (and the recording)."""
+    if failure is not None:
+        raise failure
+    return answer
 
 
 class Pending:

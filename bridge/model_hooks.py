@@ -14,7 +14,7 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from bridge.later import Later
+from bridge.later import Later, durable
 from bridge.line_writer import LineWriter
 from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from bridge.trace import Trace
@@ -78,7 +78,7 @@ class ModelHooks:
         lines = self.cassette.take_writes()
         if not lines or self.writer is None:
             return Empty()
-        return Later(self.writer, self.writer.submit(lines), _durable)
+        return Later(self.writer, self.writer.submit(lines), lambda failure: durable(Empty(), failure))
 
     async def _close_recording(self, writer: LineWriter) -> CloseReport:
         """Write what is queued, then the tail, then publish: each step after the previous is durable."""
@@ -111,10 +111,3 @@ class ModelHooks:
             note = (f"model cassette replay: {s.admitted} calls, {s.consumed} consumed, {s.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if s.poisoned else 'no'}")
         return list(report.errors), [note]
-
-
-def _durable(failure: SidecarError | None) -> Empty:
-    """The ``model/recorded`` answer once its frame is durable; a lost frame fails it."""
-    if failure is not None:
-        raise failure
-    return Empty()

@@ -96,7 +96,8 @@ def _incident(exc: BaseException) -> _Failure:
     )
 
 
-# What a task row's run gives when jsonrpcserver answered nothing (a notification).
+# A task's result before its work answered: it stays so when the scope was cancelled, and
+# jsonrpcserver's "nothing to answer" (a notification) maps to it.
 _NO_ANSWER: Any = object()
 
 

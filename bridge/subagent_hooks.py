@@ -17,11 +17,10 @@ from __future__ import annotations
 import re
 import sys
 import time
-from typing import TypeVar
 
 import anyio
 
-from bridge.later import Later
+from bridge.later import Later, durable
 from bridge.line_writer import LineWriter, Ticket
 from bridge.protocol import (
     CallHandle,
@@ -107,7 +106,7 @@ class SubagentHooks:
         decision = self.cassette.on_start(request)
         ticket = self._queued()
         if ticket is not None and self.writer is not None:
-            return Later(self.writer, ticket, lambda failure: self._decided(_durable(decision, failure)))
+            return Later(self.writer, ticket, lambda failure: self._decided(durable(decision, failure)))
         return self._decided(decision)
 
     def _decided(self, decision: Decision) -> SubagentDecision:
@@ -144,7 +143,7 @@ class SubagentHooks:
         ticket = self._queued()
         if ticket is None or self.writer is None:
             return Empty()
-        return Later(self.writer, ticket, lambda failure: _durable(Empty(), failure))
+        return Later(self.writer, ticket, lambda failure: durable(Empty(), failure))
 
     async def _close_file(self) -> SidecarError | None:
         """Write what is queued (abandoned runs included), then release the file and its lock."""
@@ -199,16 +198,6 @@ def _failure(outcome: RunOutcome) -> str | None:
     code = wire.error.code
     # The code is printed only when it looks like one: the error's text never reaches stderr.
     return f"{kind} {code}" if isinstance(code, str) and _CODE.fullmatch(code) else kind
-
-
-_T = TypeVar("_T")
-
-
-def _durable(answer: _T, failure: SidecarError | None) -> _T:
-    """``answer`` once its lines are durable; a lost line fails the answer (and the recording)."""
-    if failure is not None:
-        raise failure
-    return answer
 
 
 def _handle(wire: CallHandle) -> Handle:

@@ -33,7 +33,7 @@ EXPORTS: dict[str, list[str]] = {
         "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "install_package", "install_plugin",
         "pack_package",
     ],
-    "bridge.later": ["Later", "Pending"],
+    "bridge.later": ["Later", "Pending", "durable"],
     "bridge.line_writer": ["LineWriter", "Ticket"],
     "bridge.mock_driver": ["MOCK_ROUTE", "MockDriver", "ORDINARY_TURN_TEXT", "sleep_ms"],
     "bridge.model_hooks": ["ModelHooks"],
