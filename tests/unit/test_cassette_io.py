@@ -30,7 +30,7 @@ from python_core.tool_cassette.store import Recorder
 
 
 def test_display_name_is_the_escaped_base_name() -> None:
-    assert display_name("/home/someone/secret dir/c\x1b[2J.jsonl") == "c\\u001b[2J.jsonl"
+    assert display_name("/srv/example/secret dir/c\x1b[2J.jsonl") == "c\\u001b[2J.jsonl"
     assert "/" not in display_name("/abs/path/x.jsonl")
 
 

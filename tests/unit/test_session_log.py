@@ -57,9 +57,9 @@ def test_empty_names_are_refused() -> None:
 
 
 def test_candidates_are_computed_without_listing_a_folder() -> None:
-    assert session_log_candidates("/home/sessions", "/w", "session-1") == [
-        "/home/sessions/--w--/session-1/session.jsonl.zstd",
-        "/home/sessions/--w--/session-1/session.jsonl",
+    assert session_log_candidates("/srv/dsh/sessions", "/w", "session-1") == [
+        "/srv/dsh/sessions/--w--/session-1/session.jsonl.zstd",
+        "/srv/dsh/sessions/--w--/session-1/session.jsonl",
     ]
 
 

@@ -14,7 +14,7 @@ from python_core.model_cassette import ModelCassette, ModelCassetteConfig
 
 # Appears in every factory prompt and answer; privacy tests grep CLI output for it.
 SECRET = "hunter2-s3cret"
-CWD = "/home/someone/project"
+CWD = "/srv/example/project"
 Factory = Callable[..., Path]
 
 
