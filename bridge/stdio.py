@@ -8,13 +8,23 @@ pipe, and a thread per read would double the round-trip latency.
 from __future__ import annotations
 
 import os
+from typing import Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream
 
-__all__ = ["FdReceiveStream", "FdSendStream", "claim_stdout"]
+__all__ = ["FdReceiveStream", "FdSendStream", "NowaitReceive", "claim_stdout"]
 
 _CHUNK = 1 << 16
+
+
+@runtime_checkable
+class NowaitReceive(Protocol):
+    """A receive stream that can also be polled without waiting."""
+
+    def receive_nowait(self) -> bytes:
+        """The bytes available now; ``b""`` when there are none (end of input included)."""
+        ...
 
 
 class FdReceiveStream(ByteReceiveStream):
@@ -35,6 +45,13 @@ class FdReceiveStream(ByteReceiveStream):
             if not data:
                 raise anyio.EndOfStream
             return data
+
+    def receive_nowait(self) -> bytes:
+        """The bytes available now; ``b""`` when there are none (``receive`` tells end of file)."""
+        try:
+            return os.read(self._fd, _CHUNK)
+        except BlockingIOError:
+            return b""
 
     async def aclose(self) -> None:
         """Leave the fd open: it belongs to the process."""

@@ -583,3 +583,83 @@ async def test_params_nested_beyond_the_decoder_are_a_named_error() -> None:
         await peer.send(**execute(2))
         assert (await peer.read())["result"] == {"action": "next"}
         await peer.close()
+
+
+class _Polled(_Receive):
+    """A receive stream the server may also poll between slices of a long chunk, as it polls stdin."""
+
+    def receive_nowait(self) -> bytes:
+        try:
+            return self._stream.receive_nowait()
+        except (anyio.WouldBlock, anyio.EndOfStream):
+            return b""
+
+
+async def _serve_one_chunk(requests: int, arrives_during: int, cancel_target: int) -> list[list[Any]]:
+    """Serve initialize and ``requests`` executes in one chunk; a cancel arrives while the
+    ``arrives_during``-th is handled. Returns the ids of each write the server made."""
+    to_server, server_in = anyio.create_memory_object_stream[bytes](10)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100)
+    out = _Send(server_out)
+
+    def execute_(params: ExecuteParams) -> ExecuteDecision:
+        if params.handle == f"h{arrives_during}":
+            to_server.send_nowait(line(id="c", method="$/cancelRequest", params={"id": cancel_target}))
+            to_server.close()
+        return ExecuteDecision(action="next")
+
+    chunk = line(id="init", method="initialize", params=INITIALIZE)
+    chunk += b"".join(line(**execute(n)) for n in range(1, requests + 1))
+    to_server.send_nowait(chunk)
+    async with from_server:
+        with anyio.fail_after(5):
+            await Server(Target(tools_execute=execute_)).serve(_Polled(server_in), out)
+    return [[msgspec.json.decode(raw)["id"] for raw in write.splitlines()] for write in out.writes]
+
+
+async def test_a_cancel_arriving_during_a_long_chunk_is_answered_before_the_rest_of_it() -> None:
+    writes = await _serve_one_chunk(40, arrives_during=3, cancel_target=999)
+    # Read between two slices of the chunk and answered at once, in a write of its own, ahead
+    # of the chunk's answers (before, it was read only once the whole chunk was handled).
+    assert writes[0] == ["c"]
+    assert [i for write in writes[1:] for i in write] == ["init", *range(1, 41)]
+
+
+async def test_a_cancel_arriving_during_a_chunk_waits_for_its_target_still_unhandled() -> None:
+    writes = await _serve_one_chunk(40, arrives_during=3, cancel_target=30)
+    ids = [i for write in writes for i in write]
+    assert ids.index(30) < ids.index("c")
+    assert sorted(map(str, ids)) == sorted(map(str, ["init", "c", *range(1, 41)]))
+
+
+async def test_polling_adds_to_a_short_backlog_only_so_a_flooding_peer_meets_backpressure() -> None:
+    # Input that always has 64 more requests ready: read between slices without a bound, the
+    # waiting lines grew by 56 per slice (the fuzz found a sidecar stuck re-scanning them).
+    produced = handled = most_waiting = 0
+    total = 64 * 200
+
+    class _Flood(_Receive):
+        def receive_nowait(self) -> bytes:
+            nonlocal produced
+            if produced >= total:
+                return b""
+            chunk = b"".join(line(**execute(produced + k)) for k in range(64))
+            produced += 64
+            return chunk
+
+    def execute_(_params: ExecuteParams) -> ExecuteDecision:
+        nonlocal handled, most_waiting
+        handled += 1
+        most_waiting = max(most_waiting, produced + 64 - handled)
+        return ExecuteDecision(action="next")
+
+    to_server, server_in = anyio.create_memory_object_stream[bytes](10)
+    server_out, from_server = anyio.create_memory_object_stream[bytes](100_000)
+    to_server.send_nowait(line(id="init", method="initialize", params=INITIALIZE)
+                          + b"".join(line(**execute(f"first{k}")) for k in range(64)))
+    to_server.close()
+    async with from_server:
+        with anyio.fail_after(10):
+            await Server(Target(tools_execute=execute_)).serve(_Flood(server_in), _Send(server_out))
+    assert handled == 64 + total
+    assert most_waiting <= 2 * 64
