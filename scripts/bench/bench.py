@@ -200,11 +200,18 @@ def cancel_run(
 
 
 def cancel_row(label: str, cancel: dict[str, Any]) -> None:
+    idle = cancel.get("idle")
     print(
         f"    {label:9s} p50 {cancel['medianUs']:8.1f} us   p99 {cancel['p99Us']:8.1f} us"
         f"   {cancel['recordedPerSec']:7.0f} recorded calls/s   target p99 <= 1000 us:"
         f" {verdict(cancel['p99Us'] <= 1000)}"
     )
+    if idle is not None:
+        print(
+            f"    {'':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
+            f"   the same run's probes with the recorders paused (interleaved): the load adds"
+            f" {cancel['p99Us'] - idle['p99Us']:+.0f} us at p99"
+        )
 
 
 def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
@@ -224,18 +231,13 @@ def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
     # was measured, else PACED_RATE, about what the sidecar sustained with writes in the reader.
     rate = baseline["recordedPerSec"] if baseline is not None else PACED_RATE
     paced = cancel_run(tmp, "cancel-paced", root, under_test, rate=rate)
-    # The same probes with nobody recording: what the machine and the transport cost alone.
-    idle = cancel_run(tmp, "cancel-idle", root, under_test, recorders=0)
     print(
         f"\n(e) {cancel['probe']} answered while 32 callers record selected calls (execute, post-execute,"
-        f" result; fsync per frame), {cancel['n']} probes"
+        f" result; fsync per frame), {cancel['n']} probes under load and as many with the recorders"
+        " paused, in alternating segments (the paused ones: what the machine and transport cost alone)"
     )
     cancel_row("flat out", cancel)
     cancel_row(f"{rate:.0f}/s", paced)
-    print(
-        f"    {'no load':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
-        "   (this tree, nobody recording: the floor of the probe on this machine now)"
-    )
     if baseline is not None:
         cancel_row(rev[:9], baseline)
         print(

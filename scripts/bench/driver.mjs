@@ -19,7 +19,9 @@ const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 10000)
 const CONCURRENT = Number(process.env.BENCH_CONCURRENT ?? 50000)
 const IN_FLIGHT = 32
 const STARTUPS = Number(process.env.BENCH_STARTUPS ?? 10)
-const PROBES = Number(process.env.BENCH_PROBES ?? 1000)
+const PROBES = Number(process.env.BENCH_PROBES ?? 2000)
+// Loaded and idle probe segments alternate this many times in a cancel run.
+const SEGMENTS = 8
 const RECORDERS = Number(process.env.BENCH_RECORDERS ?? IN_FLIGHT)
 // Recorded calls per second offered by all recorders together; 0 records as fast as answered.
 const RATE = Number(process.env.BENCH_RATE ?? 0)
@@ -150,6 +152,8 @@ async function startup() {
  * RECORDERS (IN_FLIGHT unless BENCH_RECORDERS says otherwise) workers record selected calls
  * (tools/execute, post-execute, result: fsync per frame).
  * BENCH_RATE > 0 paces them to that many recorded calls per second in all, instead.
+ * The same number of probes is taken with the recorders paused, in SEGMENTS alternating with
+ * the loaded ones, so both figures see the same machine (a host turning noisy shows in both).
  * A bridge that does not answer cancel requests is probed with an unknown method instead.
  */
 async function cancel() {
@@ -166,9 +170,25 @@ async function cancel() {
   rpc.notify('session/turn', { sessionId: 'bench', turn: 1, phase: 'start' })
   let running = true
   let recorded = 0
-  const start = now()
+  // Pausing: workers finish the call they are in, then wait for `resume`.
+  let paused = false
+  let active = RECORDERS
+  /** @type {() => void} */
+  let resume = () => {}
+  /** @type {Promise<void>} */
+  let resumed = Promise.resolve()
+  /** @type {(() => void) | undefined} */
+  let allPaused
+  // Pacing's clock; a pause moves it on by the pause, so calls do not catch up in a burst.
+  let start = now()
   const worker = async (/** @type {number} */ w) => {
     for (let i = 0; running; i++) {
+      if (paused) {
+        if (--active === 0) allPaused?.()
+        await resumed
+        active++
+        if (!running) break
+      }
       if (RATE > 0) {
         // Paced: call k of all workers is due at k / RATE s; a worker behind schedule goes at once.
         const due = start + ((i * RECORDERS + w) / RATE) * 1e6
@@ -184,27 +204,50 @@ async function cancel() {
     }
   }
   const workers = Array.from({ length: RECORDERS }, (_, w) => worker(w))
+  const pause = async () => {
+    const idle = new Promise((resolve) => { allPaused = () => resolve(undefined) })
+    resumed = new Promise((resolve) => { resume = () => resolve(undefined) })
+    paused = true
+    if (active > 0) await idle
+  }
+  const probe = async (/** @type {number[]} */ us, /** @type {number} */ n) => {
+    for (let k = 0; k < n; k++) {
+      const p0 = now()
+      await rpc.request(probeMethod, { id: -1 }).catch(() => null)
+      us.push(now() - p0)
+      await new Promise((resolve) => setTimeout(resolve, 2))
+    }
+  }
   // Steady state only: the first second (the sidecar imports jsonrpcserver in a worker thread
   // right after the handshake, Node's JIT warms up) is probed but not counted.
-  for (const warm = now() + 1e6; now() < warm;) {
-    await rpc.request(probeMethod, { id: -1 }).catch(() => null)
-    await new Promise((resolve) => setTimeout(resolve, 2))
+  for (const warm = now() + 1e6; now() < warm;) await probe([], 1)
+  /** @type {number[]} */
+  const loaded = []
+  /** @type {number[]} */
+  const idle = []
+  let loadedSeconds = 0
+  let loadedCalls = 0
+  for (let segment = 0; segment < SEGMENTS; segment++) {
+    const n = Math.ceil(PROBES / SEGMENTS)
+    const t0 = now(), r0 = recorded
+    await probe(loaded, n)
+    loadedSeconds += (now() - t0) / 1e6
+    loadedCalls += recorded - r0
+    const pausedAt = now()
+    await pause()
+    await probe(idle, n)
+    start += now() - pausedAt
+    paused = false
+    resume()
+    // Back to steady load before the next loaded segment is counted.
+    await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  const us = []
-  recorded = 0
-  const t0 = now()
-  while (us.length < PROBES) {
-    const p0 = now()
-    await rpc.request(probeMethod, { id: -1 }).catch(() => null)
-    us.push(now() - p0)
-    await new Promise((resolve) => setTimeout(resolve, 2))
-  }
-  const seconds = (now() - t0) / 1e6
   running = false
+  resume()
   await Promise.all(workers)
   rpc.notify('session/turn', { sessionId: 'bench', turn: 1, phase: 'end', reason: 'completed' })
   await stop()
-  return { ...summary(us), probe: probeMethod, recordedPerSec: recorded / seconds }
+  return { ...summary(loaded), idle: summary(idle), probe: probeMethod, recordedPerSec: loadedCalls / loadedSeconds }
 }
 
 const modes = { floor, bridge, startup, cancel }
