@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +105,54 @@ def nesting_depth(line: bytes) -> int:
 def _maybe_too_deep(line: bytes) -> bool:
     # C-speed upper bound: a line cannot nest deeper than it has opening brackets.
     return line.count(b"[") + line.count(b"{") > MAX_DEPTH and nesting_depth(line) > MAX_DEPTH
+
+
+def _peek(line: bytes) -> _Peek | None:
+    try:
+        return None if _maybe_too_deep(line) else _PEEK.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _cancel_target(line: bytes) -> int | str | None:
+    """The id a ``$/cancelRequest`` line cancels; ``None`` for any other or a malformed line."""
+    peek = _peek(line)
+    if peek is None or peek.method != CANCEL_METHOD:
+        return None
+    try:
+        return _CANCEL.decode(peek.params).id
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _holds_request(lines: list[bytes], joined: bytes, end: int, jumped: list[int], id_: int | str) -> bool:
+    """Whether a line that stays in place and starts before offset ``end`` carries ``id_`` as its id.
+
+    Only lines that can hold the id are decoded: those with its digits or text, and for a
+    string id every line when any holds a JSON escape, which could spell it differently.
+    """
+    if isinstance(id_, str) and b"\\" in joined[:end]:
+        candidates: Iterable[int] = range(joined.count(b"\n", 0, end))
+    else:
+        candidates = (index for index, _ in _lines_holding(joined, str(id_).encode("utf-8", "surrogatepass"), end))
+    for index in candidates:
+        if index not in jumped:
+            peek = _peek(lines[index])
+            if peek is not None and type(peek.id) is type(id_) and peek.id == id_:
+                return True
+    return False
+
+
+def _lines_holding(joined: bytes, needle: bytes, end: int) -> Iterator[tuple[int, int]]:
+    """(index, offset) of each line (of lines joined by newlines) holding ``needle`` before ``end``."""
+    position = joined.find(needle, 0, end)
+    while position >= 0:
+        start = joined.rfind(b"\n", 0, position) + 1
+        yield joined.count(b"\n", 0, position), start
+        next_line = joined.find(b"\n", position)
+        if next_line < 0:
+            return
+        position = joined.find(needle, next_line + 1, end)
 
 
 def _recover_id(line: bytes) -> int | str | None:
@@ -215,26 +264,17 @@ class RpcConnection:
         request must be in flight when the cancel is fed, as in arrival order). Nothing else
         depends on a cancel, so serving it first changes no answer, only how soon it leaves.
         """
-        first: list[bytes] = []
-        rest: list[bytes] = []
-        ids: set[int | str] = set()
-        for line in lines:
-            try:
-                peek = _PEEK.decode(line) if not _maybe_too_deep(line) else None
-            except (msgspec.DecodeError, RecursionError):
-                peek = None
-            if peek is not None and peek.method == CANCEL_METHOD:
-                try:
-                    target = _CANCEL.decode(peek.params).id
-                except (msgspec.DecodeError, RecursionError):
-                    target = None
-                if target is not None and target not in ids:
-                    first.append(line)
-                    continue
-            if peek is not None and peek.id is not None:
-                ids.add(peek.id)
-            rest.append(line)
-        return first, rest
+        # Byte searches over the lines joined find the candidates; only they are decoded.
+        joined = b"\n".join(lines)
+        jumped: list[int] = []
+        for index, start in _lines_holding(joined, CANCEL_MARK, len(joined)):
+            target = _cancel_target(lines[index])
+            if target is not None and not _holds_request(lines, joined, start, jumped, target):
+                jumped.append(index)
+        rest = list(lines)
+        for index in reversed(jumped):
+            del rest[index]
+        return [lines[index] for index in jumped], rest
 
     def _cancel(self, envelope: _Envelope) -> list[Action]:
         # Normally a notification; sent as a request it is carried out and answered null.
