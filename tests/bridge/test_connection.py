@@ -374,14 +374,17 @@ def test_cancels_first_decodes_only_lines_that_can_hold_the_id_and_agrees_with_d
 
     def random_line() -> bytes:
         kind = rng.random()
+        cancel, target = b'"method":"$/cancelRequest"', b'"params":{"id":' + spelled(rng.choice(ids)) + b"}"
         if kind < 0.35:
-            return b'{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":' + spelled(rng.choice(ids)) + b"}}"
-        if kind < 0.45:
-            return b'{"jsonrpc":"2.0","params":{"id":' + spelled(rng.choice(ids)) + b'},"method":"$/cancelRequest","id":' + spelled(rng.choice(ids)) + b"}"
+            return b'{"jsonrpc":"2.0",' + cancel + b"," + target + b"}"
+        if kind < 0.45:  # a cancel sent as a request: its own id may be another cancel's target
+            return b'{"jsonrpc":"2.0",' + target + b"," + cancel + b',"id":' + spelled(rng.choice(ids)) + b"}"
         if kind < 0.55:
-            return rng.choice([b"", b"{not json", b'{"method":"$/cancelRequest","params":{"id":[1]}}', b'"$/cancelRequest"'])
+            return rng.choice([b"", b"{not json", b'{"method":"$/cancelRequest","params":{"id":[1]}}',
+                               b'"$/cancelRequest"'])
         text = msgspec.json.encode(rng.choice(["x", "say \"12\"", "$/cancelRequest", "a\\b"]))
-        return b'{"jsonrpc":"2.0","id":' + spelled(rng.choice(ids)) + b',"method":"tools/execute","params":{"t":' + text + b"}}"
+        execute = b'"method":"tools/execute","params":{"t":' + text + b"}"
+        return b'{"jsonrpc":"2.0","id":' + spelled(rng.choice(ids)) + b"," + execute + b"}"
 
     for _ in range(3_000):
         lines = [random_line() for _ in range(rng.randrange(1, 12))]
