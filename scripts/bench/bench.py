@@ -183,10 +183,8 @@ def main() -> None:
             dsh_section(tmp)
 
 
-def cancel_run(
-    tmp: Path, name: str, root: Path, env: dict[str, str], recorders: int = 32, rate: float = 0
-) -> dict[str, Any]:
-    """`$/cancelRequest` latency while ``recorders`` callers record (fsync per frame).
+def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str], rate: float = 0) -> dict[str, Any]:
+    """`$/cancelRequest` latency while 32 callers record (fsync per frame), and with them paused.
 
     ``rate`` > 0 paces the recorders to that many recorded calls per second in all; 0 lets
     them record as fast as they are answered.
@@ -195,7 +193,7 @@ def cancel_run(
     cancel_dir.mkdir()
     return node(
         "cancel", PYTHON, str(root), str(cancel_dir),
-        env={**env, "BENCH_RECORDERS": str(recorders), "BENCH_RATE": str(rate)},
+        env={**env, "BENCH_RATE": str(rate)},
     )
 
 
