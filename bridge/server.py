@@ -290,7 +290,7 @@ class Server:
                         await self._emit(b"".join(answers))
                         answers = []
             if answers:
-                await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
+                await self._emit(b"".join(answers))
             if framer.too_long:
                 await self._too_long()
                 return
@@ -312,7 +312,7 @@ class Server:
         for line in lines:
             await self._handle(line, answers, tg)
         if answers:
-            await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
+            await self._emit(b"".join(answers))
 
     async def _too_long(self) -> None:
         # Reading stops: the rest of the line cannot be framed, and buffering it has no bound.
@@ -391,7 +391,7 @@ class Server:
                 if answer is not None:
                     answers.append(answer)
             if answers:
-                await self._emit(answers[0] if len(answers) == 1 else b"".join(answers))
+                await self._emit(b"".join(answers))
         del self._waiting[writer]
 
     def _answer(self, action: Dispatch, result: Any) -> bytes | None:
