@@ -246,6 +246,7 @@ _POST_WITHOUT_EXECUTE = "reached tools/post-execute without passing tools/execut
 _RESULT_WITHOUT_EXECUTE = "reached tools/result without passing tools/execute"
 _RESULT_WITHOUT_POST = "reached tools/result without passing tools/post-execute"
 _OUTCOME_REPLACED = "tools/post-execute saw another outcome than the one served"
+_SERVED_WITHOUT_RESULT = "served, but never reached tools/result"
 
 
 def _is_abort(result: ToolResult, codes: frozenset[str] = _ABORT_CODES) -> bool:
@@ -752,6 +753,13 @@ class ReplaySession(ToolCassetteSession):
     def close(self, interruption: str | None = None) -> CloseReport:
         """Report poison, extra calls and unconsumed records; the file is left untouched."""
         self._advance(Event.CLOSE, "", "")
+        # A served call with no final outcome: the run ended inside it, so the trajectory was
+        # not replayed to its end even if every record was consumed.
+        unfinished = [call for call in self._calls.values()
+                      if call.ordinal is not None and call.phase in (CallPhase.EXECUTED, CallPhase.POSTED)]
+        if unfinished:
+            oldest = min(unfinished, key=lambda call: call.ordinal or 0)
+            self._fail(ShortCircuited(oldest.tool, oldest.path, oldest.ordinal, _SERVED_WITHOUT_RESULT))
         errors = list(self._errors)
         # Hits are consumed strictly in ordinal order until the first failure, so the
         # consumed records are exactly the first ``_consumed`` ones.

@@ -204,6 +204,23 @@ def test_fully_consumed_replay_closes_clean(replay: ToolCassetteSession, kit: An
     assert (report.stats.consumed, report.stats.unconsumed) == (1, 0)
 
 
+@pytest.mark.parametrize("posted", [False, True])
+def test_a_served_call_whose_result_never_came_fails_the_replay(
+    replay: ToolCassetteSession, kit: Any, posted: bool
+) -> None:
+    # Every record consumed, but the run ended before the host's final tools/result for it
+    # (disposed mid-call): the trajectory was not replayed to its end.
+    execute(replay, "a")
+    if posted:
+        post(replay, "a", kit.ok())
+    report = replay.close()
+    assert messages(report) == [
+        "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0, ordinal 0: "
+        "served, but never reached tools/result"
+    ]
+    assert report.stats.poisoned and report.stats.pending == 1
+
+
 def test_concurrent_calls_complete_in_reverse_order(make_config: Any, kit: Any) -> None:
     session = ToolCassetteSession.open(make_config("record"))
     first, second = kit.ok(b'"A"'), kit.ok(b'"B"')
