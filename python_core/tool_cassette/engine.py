@@ -242,6 +242,9 @@ CALL_TRANSITIONS: dict[CallPhase | None, dict[Event, CallPhase | None]] = {
 }
 
 _ABORT_CODES = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+# What rc.8 fails a served success with before post-execute: the current definition rejects
+# the value (schema, renderer, presentation meta), or no tool of that name is registered.
+_REJECTION_CODES = frozenset({"INVALID_TOOL_OUTPUT", "UNKNOWN_TOOL"})
 _POST_WITHOUT_EXECUTE = "reached tools/post-execute without passing tools/execute"
 _RESULT_WITHOUT_EXECUTE = "reached tools/result without passing tools/execute"
 _RESULT_WITHOUT_POST = "reached tools/result without passing tools/post-execute"
@@ -745,8 +748,8 @@ class ReplaySession(ToolCassetteSession):
             return
         final = event.result
         if final.isError and final.error is not UNSET and final.error.info is not UNSET \
-                and final.error.info.code == "INVALID_TOOL_OUTPUT":
-            self._fail(ValueRejected(call.tool, call.path, call.ordinal, "INVALID_TOOL_OUTPUT"))
+                and final.error.info.code in _REJECTION_CODES:
+            self._fail(ValueRejected(call.tool, call.path, call.ordinal, final.error.info.code))
             return
         self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
 

@@ -155,6 +155,17 @@ class ValueRejected(SidecarError):
 
     def __init__(self, tool: str, path: str, ordinal: int, host_code: str) -> None:
         super().__init__(f"{_call(tool, path, ordinal)}: replayed value rejected with {host_code}")
+        name = printable(tool)
+        if host_code == "UNKNOWN_TOOL":
+            self.hint = (
+                f"register {name} during replay too: its current definition validates and "
+                "renders the recorded value"
+            )
+        else:
+            self.hint = (
+                f"the current output schema, renderer or presentation meta of {name} rejects the "
+                "recorded value: make the tool accept it again, or re-record the cassette"
+            )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal

@@ -15,8 +15,12 @@ import json
 import subprocess
 from collections.abc import Callable
 
+import msgspec
 import pytest
 from dshrun import ROOT, Dsh, Run
+
+from python_core.cassette_io import Chain
+from python_core.tool_cassette.format import ResultFrame, decode_frame
 
 MakeDsh = Callable[..., Dsh]
 CASSETTE = "c.ndjson"
@@ -214,3 +218,47 @@ def test_inspect_lists_each_record_and_diff_names_what_drifted(make_dsh: MakeDsh
     assert drift.stdout.splitlines()[3].startswith("      outcome sha256:")
     assert drift.stdout.splitlines()[3].endswith(": added /value/tags, changed /value/text")
     assert str(a.cwd) not in drift.stdout + inspect.stdout
+
+
+def test_a_tool_missing_during_replay_is_named_with_its_fix(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "hi"})')
+    # The tools plugin is off during replay: the served value has no definition to pass.
+    replayer.extra_patch = '- {"id": "example-tools", "name": "dsh-example-tools", "disabled": true}\n'
+
+    run = replayer.run('/mock run echo({"text": "hi"})')
+
+    assert run.rc == 1
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: yes",
+        "dsh-sidecar: CASSETTE_VALUE_REJECTED: echo at root/0, ordinal 0: replayed value rejected with UNKNOWN_TOOL",
+        "dsh-sidecar: fix: register echo during replay too: its current definition validates and renders the "
+        "recorded value",
+    ]
+    assert run.bodies() == ["echo"]
+
+
+def test_a_recorded_value_the_current_schema_rejects_fails_the_replay(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "hi"})')
+    # Give the recorded value a key echo's output schema forbids, and re-seal the chain: the
+    # file verifies, so only the current tool definition can catch it.
+    path = replayer.cwd / CASSETTE
+    frames = [decode_frame(line) for line in path.read_bytes().splitlines()]
+    chain, out = Chain(), []
+    for frame in frames:
+        if isinstance(frame, ResultFrame):
+            frame = msgspec.structs.replace(frame, value=msgspec.Raw(b'{"extra":1,"text":"hi"}'))
+        out.append(chain.link(msgspec.structs.replace(frame, hash=msgspec.UNSET))[1])
+    path.write_bytes(b"".join(out))
+    assert subprocess.run([TOOL, "verify", CASSETTE], cwd=replayer.cwd, capture_output=True).returncode == 0
+
+    run = replayer.run('/mock run echo({"text": "hi"})')
+
+    assert run.rc == 1
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: yes",
+        "dsh-sidecar: CASSETTE_VALUE_REJECTED: echo at root/0, ordinal 0: replayed value rejected with "
+        "INVALID_TOOL_OUTPUT",
+        "dsh-sidecar: fix: the current output schema, renderer or presentation meta of echo rejects the "
+        "recorded value: make the tool accept it again, or re-record the cassette",
+    ]
+    assert run.bodies() == ["echo"]

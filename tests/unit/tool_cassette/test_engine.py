@@ -373,10 +373,33 @@ def test_served_outcome_replaced_before_post_execute_poisons(
 def test_value_rejected_by_current_schema_poisons(replay: ToolCassetteSession, kit: Any) -> None:
     execute(replay, "a")
     finish(replay, "a", kit.fail("value.temp must be an integer", code="INVALID_TOOL_OUTPUT"))
-    assert messages(replay.close()) == [
+    report = replay.close()
+    assert messages(report) == [
         "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
         "rejected with INVALID_TOOL_OUTPUT"
     ]
+    assert report.errors[0].hint == (
+        "the current output schema, renderer or presentation meta of weather_lookup rejects the "
+        "recorded value: make the tool accept it again, or re-record the cassette"
+    )
+
+
+def test_a_tool_not_registered_during_replay_is_named_as_such(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    # rc.8 resolves the tool to validate and render a served value; with no definition it
+    # fails the call with UNKNOWN_TOOL and skips post-execute.
+    execute(replay, "a")
+    finish(replay, "a", kit.fail('unknown tool "weather_lookup"', code="UNKNOWN_TOOL"))
+    report = replay.close()
+    assert messages(report) == [
+        "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
+        "rejected with UNKNOWN_TOOL"
+    ]
+    assert report.errors[0].hint == (
+        "register weather_lookup during replay too: its current definition validates and "
+        "renders the recorded value"
+    )
 
 
 def test_record_refuses_to_start_over_an_existing_file(recorded: Path, make_config: Any) -> None:
