@@ -36,6 +36,7 @@ from python_core.tool_cassette.errors import (
     ExtraCall,
     IllegalEvent,
     IncludeDiffers,
+    NestedSelection,
     OutcomeUnrecordable,
     RecordingIncomplete,
     ReplayPoisoned,
@@ -511,6 +512,12 @@ class RecordSession(ToolCassetteSession):
         if self.state is SessionState.FAILED:
             self._calls[event.handle] = _Call(phase, event.tool, event.path, None)
             return Passthrough()
+        outer = self._enclosing(event.path)
+        if outer is not None:
+            assert outer.ordinal is not None
+            return self._refuse(event, NestedSelection(
+                event.tool, event.path, outer.tool, outer.path, outer.ordinal
+            ))
         try:
             args = canonical_text(event.args_json)
         except CanonicalJsonError as exc:
@@ -525,6 +532,17 @@ class RecordSession(ToolCassetteSession):
         self._ordinals += 1
         self._calls[event.handle] = _Call(phase, event.tool, event.path, ordinal)
         return Passthrough(ordinal=ordinal)
+
+    def _enclosing(self, path: str) -> _Call | None:
+        """The recorded call still running whose path encloses ``path``, if any."""
+        if path.count("/") < 2:
+            return None  # a root call (``root/N``) has no enclosing call
+        parts = path.split("/")
+        outer = {"/".join(parts[:end]) for end in range(2, len(parts))}
+        for call in self._calls.values():
+            if call.ordinal is not None and call.path in outer and call.phase in (CallPhase.EXECUTED, CallPhase.POSTED):
+                return call
+        return None
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
         self._fail(error)

@@ -18,6 +18,7 @@ __all__ = [
     "ExtraCall",
     "IllegalEvent",
     "IncludeDiffers",
+    "NestedSelection",
     "OutcomeUnrecordable",
     "RecordingIncomplete",
     "ReplayPoisoned",
@@ -184,6 +185,29 @@ class UnsupportedConcludesTurn(SidecarError):
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
+
+
+class NestedSelection(SidecarError):
+    """A selected call started inside another selected call that is still running.
+
+    Replay serves the outer call without running its body, so the inner one would never
+    start: V1 does not record a composite tool together with its child tools.
+    """
+
+    code = "CASSETTE_NESTED_SELECTION"
+    hint = f"select either the composite tool or its child tools in {_SECTION}.include, not both"
+
+    def __init__(self, tool: str, path: str, outer_tool: str, outer_path: str, outer_ordinal: int) -> None:
+        super().__init__(
+            f"{_call(tool, path, None)}: started inside the selected call "
+            f"{_call(outer_tool, outer_path, outer_ordinal)}; cassette V1 cannot select a composite "
+            "tool and its child tools together"
+        )
+        self.tool = tool
+        self.path = path
+        self.outer_tool = outer_tool
+        self.outer_path = outer_path
+        self.outer_ordinal = outer_ordinal
 
 
 class ArgumentsUnreadable(SidecarError):

@@ -262,3 +262,22 @@ def test_a_recorded_value_the_current_schema_rejects_fails_the_replay(make_dsh: 
         "recorded value: make the tool accept it again, or re-record the cassette",
     ]
     assert run.bodies() == ["echo"]
+
+
+def test_selecting_a_composite_tool_and_its_child_fails_the_recording(make_dsh: MakeDsh) -> None:
+    recorder = make_dsh(sidecar=_row("record", include=("relay", "echo")))
+
+    run = recorder.run('/mock run relay({"tool": "echo", "json": "{\\"text\\": \\"hi\\"}"})')
+
+    assert run.rc == 1
+    lines = [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")]
+    assert lines == [
+        "dsh-sidecar: tool cassette record: 2 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_NESTED_SELECTION: echo at root/0/0: started inside the selected call relay at "
+        "root/0, ordinal 0; cassette V1 cannot select a composite tool and its child tools together",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with "
+        "CASSETTE_NESTED_SELECTION; kept c.ndjson.partial",
+        "dsh-sidecar: fix: select either the composite tool or its child tools in toolCassette.include, not both",
+    ]
+    assert run.bodies() == ["relay"]
+    assert sorted(p.name for p in recorder.cwd.iterdir() if CASSETTE in p.name) == [CASSETTE + ".partial"]

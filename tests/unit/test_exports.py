@@ -197,9 +197,9 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
-        "IllegalEvent", "IncludeDiffers", "OutcomeUnrecordable", "RecordingIncomplete", "ReplayPoisoned",
-        "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected", "fingerprint",
-        "rerecord_hint",
+        "IllegalEvent", "IncludeDiffers", "NestedSelection", "OutcomeUnrecordable", "RecordingIncomplete",
+        "ReplayPoisoned", "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected",
+        "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
         "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",

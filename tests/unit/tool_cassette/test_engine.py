@@ -318,6 +318,45 @@ def test_concludes_turn_fails_closed_and_blocks_publishing(make_config: Any, kit
     assert os.path.exists(session.config.file + ".partial")
 
 
+def test_a_selected_call_inside_a_selected_call_fails_the_recording(make_config: Any, kit: Any) -> None:
+    # Replay would serve the composite and never start its children: such a cassette could
+    # never replay, so recording it fails at the first nested call.
+    session = ToolCassetteSession.open(make_config("record", include=("weather_*", "mcp_*")))
+    assert execute(session, "outer", "root/0", "mcp_fs_batch") == Passthrough(0)
+    assert execute(session, "sibling", "root/1") == Passthrough(1)
+    decision = execute(session, "inner", "root/0/0/1")
+    assert str(decision.error) == (
+        "CASSETTE_NESTED_SELECTION: weather_lookup at root/0/0/1: started inside the selected "
+        "call mcp_fs_batch at root/0, ordinal 0; cassette V1 cannot select a composite tool "
+        "and its child tools together"
+    )
+    assert decision.error.hint == (
+        "select either the composite tool or its child tools in toolCassette.include, not both"
+    )
+    for handle, path, tool in (("inner", "root/0/0/1", "weather_lookup"),
+                               ("outer", "root/0", "mcp_fs_batch"), ("sibling", "root/1", "weather_lookup")):
+        post(session, handle, kit.ok(), path, tool)
+        finish(session, handle, kit.ok(), path, tool)
+    report = session.close()
+    assert [error.code for error in report.errors] == [
+        "CASSETTE_NESTED_SELECTION", "CASSETTE_RECORDING_INCOMPLETE"
+    ]
+    assert not os.path.exists(session.config.file)
+
+
+def test_a_selected_call_after_its_selected_parent_finished_is_not_nested(
+    make_config: Any, kit: Any
+) -> None:
+    session = ToolCassetteSession.open(make_config("record", include=("weather_*",)))
+    assert execute(session, "a", "root/0") == Passthrough(0)
+    post(session, "a", kit.ok())
+    finish(session, "a", kit.ok())
+    # A name that merely starts like an open call's path is not inside it.
+    assert execute(session, "b", "root/1") == Passthrough(1)
+    assert execute(session, "c", "root/10/0") == Passthrough(2)
+    assert execute(session, "d", "root/0/0") == Passthrough(3)
+
+
 def test_unfinished_call_keeps_the_partial(make_config: Any) -> None:
     session = ToolCassetteSession.open(make_config("record"))
     execute(session, "a")
