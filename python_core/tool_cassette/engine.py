@@ -27,7 +27,7 @@ from python_core.canonical import digest_bytes
 from python_core.cassette_io import Chain, LineSink
 from python_core.errors import CanonicalJsonError, SidecarError
 from python_core.json_pointers import describe, differing_pointers
-from python_core.tool_cassette.config import ToolCassetteConfig
+from python_core.tool_cassette.config import ToolCassetteConfig, same_selection
 from python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
     CassetteExists,
@@ -680,7 +680,7 @@ class ReplaySession(ToolCassetteSession):
     def start(cls, config: ToolCassetteConfig) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
-        if cassette.header.include != config.include:
+        if not same_selection(cassette.header.include, config.include):
             raise IncludeDiffers(os.path.basename(config.file))
         return cls(config, cassette)
 

@@ -468,6 +468,12 @@ def test_replay_refuses_other_include_patterns(recorded: Path, make_config: Any)
         ToolCassetteSession.open(make_config("replay", include=["weather_*"]))
 
 
+def test_replay_accepts_the_recorded_patterns_in_another_order(recorded: Path, make_config: Any) -> None:
+    # A call is selected when any pattern matches it: the order of the patterns selects nothing.
+    session = ToolCassetteSession.open(make_config("replay", include=["mcp_*_read", "weather_*"]))
+    assert isinstance(execute(session, "a"), Serve)
+
+
 def test_replay_never_modifies_the_cassette(recorded: Path, make_config: Any, kit: Any) -> None:
     before = (recorded.read_bytes(), recorded.stat().st_mtime_ns)
     session = ToolCassetteSession.open(make_config("replay"))
