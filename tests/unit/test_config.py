@@ -35,6 +35,17 @@ def test_a_null_section_is_refused_by_name(section: str, tmp_path: Path) -> None
     )
 
 
+def test_the_tool_cassette_keys_written_at_the_row_level_point_at_their_section(tmp_path: Path) -> None:
+    # The tool cassette's three keys, written flat in the row as a standalone plugin takes them.
+    error = refused({"mode": "replay", "file": "c.ndjson", "include": ["echo"]}, tmp_path)
+    assert str(error).startswith("INVALID_CONFIG: mode: unknown key (expected one of: python, toolCassette, ")
+    assert error.hint == (
+        "the tool cassette's mode, file and include go under toolCassette in the `sidecar` row: "
+        "toolCassette: { mode: record, file: ..., include: [...] }"
+    )
+    assert refused({"verbose": True}, tmp_path).hint == ConfigError.hint
+
+
 def test_an_absent_section_is_simply_off(tmp_path: Path) -> None:
     config = parse_sidecar_config({}, cwd=str(tmp_path))
     assert config.tool_cassette is None and config.subagent_cassette is None and config.trace is None
