@@ -132,7 +132,7 @@ def _check_files(tool: ToolCassetteConfig | None, trace: str | None, report: str
     a path (a lone surrogate: "no file can have that name") rather than as a string value.
     """
     if tool is not None:
-        check_path("toolCassette.file", tool.file, "write" if tool.mode == "record" else "read")
+        check_path("toolCassette.file", tool.file, "create" if tool.mode == "record" else "read")
     if trace is not None:
         check_path("trace", trace, "write")
     if report is not None:

@@ -119,8 +119,8 @@ def test_an_extra_call_prints_the_re_record_fix_once(make_dsh: MakeDsh) -> None:
         "name a file inside it (toolCassette.file: a-dir/<name>) or fix the path", id="directory-record",
     ),
     pytest.param(
-        "record", "missing-dir/c.ndjson", "the directory of c.ndjson does not exist",
-        "create the directory (mkdir -p) or fix the path", id="missing-directory",
+        "record", "a-file/sub/c.ndjson", "the directory of c.ndjson cannot be made (a part of its path is a file)",
+        "fix the path", id="directory-under-a-file",
     ),
 ])
 def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
@@ -128,6 +128,7 @@ def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
 ) -> None:
     dsh = make_dsh(sidecar=_row(mode, file))
     (dsh.cwd / "a-dir").mkdir()
+    (dsh.cwd / "a-file").write_text("")
 
     run = dsh.run('/mock run echo({"text": "a"})')
 
@@ -137,7 +138,23 @@ def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
         f"dsh-sidecar: fix: {fix}",
     ]
     assert run.bodies() == []
-    assert not (dsh.cwd / "missing-dir").exists()
+
+
+def test_a_recording_makes_its_missing_directory_and_replays_from_it(make_dsh: MakeDsh) -> None:
+    # The quick start's path in a fresh project: `.dsh-cassettes/` does not exist yet.
+    file = ".dsh-cassettes/weather.tool-cassette.jsonl"
+    recorder = make_dsh(sidecar=_row("record", file))
+
+    recorded = recorder.run('/mock run echo({"text": "hi"})')
+
+    assert recorded.rc == 0, recorded.stderr
+    directory = recorder.cwd / ".dsh-cassettes"
+    assert sorted(p.name for p in directory.iterdir()) == ["weather.tool-cassette.jsonl"]
+    assert directory.stat().st_mode & 0o777 == 0o700
+    replayed = Dsh(cwd=recorder.cwd, sidecar=_row("replay", file)).run('/mock run echo({"text": "hi"})')
+    assert replayed.rc == 0, replayed.stderr
+    assert "tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: no" in replayed.stderr
+    assert replayed.bodies() == ["echo"]
 
 
 def test_recording_over_a_leftover_partial_is_refused_with_the_fix(make_dsh: MakeDsh) -> None:

@@ -66,8 +66,23 @@ def test_a_nul_byte_in_the_cwd_is_refused_by_name() -> None:
     assert refusal({}, "/tmp/a\0b") == "INVALID_CONFIG: cwd: must not contain a NUL byte"
 
 
+def test_a_recording_in_a_missing_directory_is_accepted(tmp_path: Path) -> None:
+    # The recorder makes the directory (a fresh project's `.dsh-cassettes/`); nothing is made at boot.
+    config = parse_sidecar_config({"toolCassette": {**TOOL, "file": ".dsh-cassettes/c.ndjson"}}, cwd=str(tmp_path))
+    assert config.tool_cassette is not None
+    assert not (tmp_path / ".dsh-cassettes").exists()
+
+
+def test_a_recording_under_a_file_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    error = refused({"toolCassette": {**TOOL, "file": "a-file/sub/c.ndjson"}}, tmp_path)
+    assert str(error) == (
+        "INVALID_CONFIG: toolCassette.file: the directory of c.ndjson cannot be made (a part of its path is a file)"
+    )
+    assert error.hint == "fix the path"
+
+
 @pytest.mark.parametrize(("section", "field"), [
-    ({"toolCassette": {**TOOL, "file": "missing/c.ndjson"}}, "toolCassette.file"),
     ({"trace": "missing/t.jsonl"}, "trace"),
     ({"subagentCassette": {"mode": "record", "file": "missing/s.jsonl"}}, "subagentCassette.file"),
 ])

@@ -558,13 +558,14 @@ def test_an_interruption_changes_nothing_in_a_replay(replay: ToolCassetteSession
      "record it first: run the same task once with toolCassette.mode: record, then replay; or fix the path"),
     ("replay", "d", "cannot read d: is a directory",
      "name a file inside it (toolCassette.file: d/<name>) or fix the path"),
-    ("record", "missing/c.jsonl", "cannot create c.jsonl.partial: no such file",
+    ("record", "a-file/c.jsonl", "cannot create the directory of c.jsonl: a directory in its path is a file",
      "point toolCassette.file at a file in a writable directory"),
 ])
 def test_a_file_that_cannot_be_opened_names_the_field_and_the_fix(
     make_config: Any, tmp_path: Path, mode: str, file: str, message: str, hint: str,
 ) -> None:
     (tmp_path / "d").mkdir()
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(CassetteIOError) as info:
         ToolCassetteSession.open(make_config(mode, file))
     assert str(info.value) == f"CASSETTE_IO: toolCassette.file: {message}"
