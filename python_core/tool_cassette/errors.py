@@ -182,6 +182,10 @@ class UnsupportedConcludesTurn(SidecarError):
         super().__init__(
             f"{_call(tool, path, ordinal)}: concludesTurn is not supported by cassette V1"
         )
+        self.hint = (
+            f"leave {printable(tool)} out of {_SECTION}.include: cassette V1 cannot replay a call "
+            "that concludes the turn"
+        )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal

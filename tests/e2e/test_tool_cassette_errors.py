@@ -298,3 +298,26 @@ def test_selecting_a_composite_tool_and_its_child_fails_the_recording(make_dsh: 
     ]
     assert run.bodies() == ["relay"]
     assert sorted(p.name for p in recorder.cwd.iterdir() if CASSETTE in p.name) == [CASSETTE + ".partial"]
+
+
+def test_a_selected_call_that_concludes_the_turn_fails_the_recording_with_its_code(make_dsh: MakeDsh) -> None:
+    recorder = make_dsh(sidecar=_row("record", include=("conclude",)))
+
+    run = recorder.run('/mock run conclude({"text": "done"})')
+
+    assert run.rc == 1
+    # The call's failure carries the code (the mock's report of the failed step names it).
+    assert run.stderr.splitlines()[0].startswith(
+        "dsh: TOOL_FAILED: conclude (mock-1-1-0) failed at step 1 with runtime code CASSETTE_CONCLUDES_TURN;"
+    )
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette record: 1 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_CONCLUDES_TURN: conclude at root/0, ordinal 0: concludesTurn is not supported by "
+        "cassette V1",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with CASSETTE_CONCLUDES_TURN; "
+        "kept c.ndjson.partial",
+        "dsh-sidecar: fix: leave conclude out of toolCassette.include: cassette V1 cannot replay a call that "
+        "concludes the turn",
+    ]
+    assert run.bodies() == ["conclude"]
+    assert not (recorder.cwd / CASSETTE).exists()

@@ -308,6 +308,10 @@ def test_concludes_turn_fails_closed_and_blocks_publishing(make_config: Any, kit
         "CASSETTE_CONCLUDES_TURN: weather_lookup at root/0, ordinal 0: "
         "concludesTurn is not supported by cassette V1"
     )
+    assert decision.error.hint == (
+        "leave weather_lookup out of toolCassette.include: cassette V1 cannot replay a call that "
+        "concludes the turn"
+    )
     finish(session, "a", concluding)
     report = session.close()
     assert messages(report)[-1] == (
