@@ -408,7 +408,7 @@ class ToolCassetteSession(abc.ABC):
         if _is_abort(event.result, frozenset({"ABORTED_BEFORE_DISPATCH"})):
             self._cancelled_before_dispatch += 1
             return
-        self._fail(ShortCircuited(event.tool, event.path, None, _RESULT_WITHOUT_EXECUTE))
+        self._fail(ShortCircuited(event.tool, event.path, None, _RESULT_WITHOUT_EXECUTE, bypassed=True))
 
     def _pending(self) -> int:
         return sum(1 for call in self._calls.values()
@@ -555,7 +555,7 @@ class RecordSession(ToolCassetteSession):
         call, phase = self._advance(Event.POST, event.handle, event.tool)
         if call is None:
             error: SidecarError = ShortCircuited(event.tool, event.path, None,
-                                                 _POST_WITHOUT_EXECUTE)
+                                                 _POST_WITHOUT_EXECUTE, bypassed=True)
             self._fail(error)
             self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
             return Refuse(error)
@@ -736,7 +736,7 @@ class ReplaySession(ToolCassetteSession):
         """Check that the served outcome reached post-execute unchanged (or was cancelled)."""
         call, phase = self._advance(Event.POST, event.handle, event.tool)
         if call is None:
-            error = ShortCircuited(event.tool, event.path, None, _POST_WITHOUT_EXECUTE)
+            error = ShortCircuited(event.tool, event.path, None, _POST_WITHOUT_EXECUTE, bypassed=True)
             self._fail(error)
             self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
             return Refuse(error)

@@ -136,13 +136,21 @@ class UnconsumedRecords(SidecarError):
 class ShortCircuited(SidecarError):
     """A selected call skipped a cassette stage (denied, bypassed or short-circuited).
 
-    ``reason`` is one of the engine's fixed structural sentences.
+    ``reason`` is one of the engine's fixed structural sentences; ``bypassed``: the call never
+    reached ``tools/execute``, which has a fix of its own.
     """
 
     code = "CASSETTE_SHORT_CIRCUITED"
 
-    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str) -> None:
+    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str, *, bypassed: bool = False) -> None:
         super().__init__(f"{_call(tool, path, ordinal)}: {reason}")
+        if bypassed:
+            name = printable(tool)
+            self.hint = (
+                f"{name} never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+                "policy or guard, or answered by another plugin first): allow that call in this run, "
+                f"or leave {name} out of {_SECTION}.include"
+            )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal

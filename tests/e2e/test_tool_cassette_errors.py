@@ -321,3 +321,27 @@ def test_a_selected_call_that_concludes_the_turn_fails_the_recording_with_its_co
     ]
     assert run.bodies() == ["conclude"]
     assert not (recorder.cwd / CASSETTE).exists()
+
+
+def test_a_selected_call_denied_before_tools_execute_fails_closed(make_dsh: MakeDsh) -> None:
+    # The example tools plugin's own pre-execute policy denies `forbidden`.
+    recorder = make_dsh(sidecar=_row("record", include=("forbidden",)))
+
+    run = recorder.run('/mock run forbidden({"text": "x"})')
+
+    assert run.rc == 1
+    assert run.stderr.splitlines()[0].startswith(
+        "dsh: TOOL_FAILED: forbidden (mock-1-1-0) failed at step 1 with runtime code CASSETTE_SHORT_CIRCUITED;"
+    )
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette record: 0 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_SHORT_CIRCUITED: forbidden at (not dispatched): reached tools/post-execute without "
+        "passing tools/execute",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with CASSETTE_SHORT_CIRCUITED; "
+        "kept c.ndjson.partial",
+        "dsh-sidecar: fix: forbidden never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+        "policy or guard, or answered by another plugin first): allow that call in this run, or leave forbidden "
+        "out of toolCassette.include",
+    ]
+    assert run.bodies() == []
+    assert not (recorder.cwd / CASSETTE).exists()

@@ -382,6 +382,11 @@ def test_denied_call_reaching_post_execute_invalidates_the_recording(
         "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
         "reached tools/post-execute without passing tools/execute"
     )
+    assert decision.error.hint == (
+        "weather_lookup never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+        "policy or guard, or answered by another plugin first): allow that call in this run, or "
+        "leave weather_lookup out of toolCassette.include"
+    )
     finish(session, "a", denial)
     assert not session.close().published
 
@@ -396,10 +401,12 @@ def test_result_seen_only_at_tools_result_poisons_unless_cancelled(
     replay: ToolCassetteSession, kit: Any
 ) -> None:
     finish(replay, "a", kit.ok(b'"from another plugin"'))
-    assert messages(replay.close())[0] == (
+    report = replay.close()
+    assert messages(report)[0] == (
         "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
         "reached tools/result without passing tools/execute"
     )
+    assert report.errors[0].hint.startswith("weather_lookup never reached the cassette's tools/execute wrapper")
 
 
 def test_served_outcome_replaced_before_post_execute_poisons(
