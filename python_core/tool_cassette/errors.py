@@ -148,8 +148,8 @@ class ShortCircuited(SidecarError):
             name = printable(tool)
             self.hint = (
                 f"{name} never reached the cassette's tools/execute wrapper (denied by a pre-execute "
-                "policy or guard, or answered by another plugin first): allow that call in this run, "
-                f"or leave {name} out of {_SECTION}.include"
+                "policy or guard, refused by the host, or answered by another plugin first): allow that "
+                f"call in this run, or leave {name} out of {_SECTION}.include"
             )
         self.tool = tool
         self.path = path

@@ -340,8 +340,8 @@ def test_a_selected_call_denied_before_tools_execute_fails_closed(make_dsh: Make
         "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with CASSETTE_SHORT_CIRCUITED; "
         "kept c.ndjson.partial",
         "dsh-sidecar: fix: forbidden never reached the cassette's tools/execute wrapper (denied by a pre-execute "
-        "policy or guard, or answered by another plugin first): allow that call in this run, or leave forbidden "
-        "out of toolCassette.include",
+        "policy or guard, refused by the host, or answered by another plugin first): allow that call in this run, "
+        "or leave forbidden out of toolCassette.include",
     ]
     assert run.bodies() == []
     assert not (recorder.cwd / CASSETTE).exists()

@@ -384,8 +384,8 @@ def test_denied_call_reaching_post_execute_invalidates_the_recording(
     )
     assert decision.error.hint == (
         "weather_lookup never reached the cassette's tools/execute wrapper (denied by a pre-execute "
-        "policy or guard, or answered by another plugin first): allow that call in this run, or "
-        "leave weather_lookup out of toolCassette.include"
+        "policy or guard, refused by the host, or answered by another plugin first): allow that call "
+        "in this run, or leave weather_lookup out of toolCassette.include"
     )
     finish(session, "a", denial)
     assert not session.close().published
