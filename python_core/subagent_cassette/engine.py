@@ -230,6 +230,27 @@ def _iso(seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _ms(value: float) -> float:
+    """Round milliseconds to microseconds (the stored precision); ``0.0`` stays unsigned."""
+    return round(value, 3) + 0.0
+
+
+def _rounded(timing: Timing) -> Timing:
+    """Return ``timing`` with every offset at the format's microsecond precision.
+
+    Rounding is monotonic, so ``durationMs >= startLatencyMs`` still holds.
+    """
+    optional = {
+        name: _ms(value)
+        for name in ("signalAbortedAtMs", "disposeCalledAtMs")
+        if isinstance(value := getattr(timing, name), float | int)
+    }
+    return msgspec.structs.replace(
+        timing, startLatencyMs=_ms(timing.startLatencyMs), durationMs=_ms(timing.durationMs),
+        **optional,
+    )
+
+
 def _new_id() -> str:
     return str(uuid.uuid4())
 
@@ -500,9 +521,10 @@ class SubagentCassette:
             and not self.config.allowRedactedReplay
         ):
             return self._poison(RedactedReplayRefused(record.callKey, outcome.redactions), None)
+        # Checked before the record is consumed: a refused delay leaves the cassette as it was.
+        start_delay, delay = self._delays(record.timing)
         queue.popleft()
         self._replayed += 1
-        start_delay, delay = self._delays(record.timing)
         return Replay(handle=handle, outcome=outcome, delay_ms=delay, start_delay_ms=start_delay)
 
     def _poison(self, error: SidecarError, diagnostic: MissDiagnostic | None) -> Miss:
@@ -590,7 +612,7 @@ class SubagentCassette:
         pending = self._pending.get(handle)
         if self.config.mode != "record" or pending is None:
             raise CassetteStateError("outcome", "no such run is in flight")
-        self._write(pending, self._persisted_outcome(outcome.outcome), outcome.timing,
+        self._write(pending, self._persisted_outcome(outcome.outcome), _rounded(outcome.timing),
                     outcome.published, outcome.local)
         if outcome.child_id is not None:
             self._child_keys[outcome.child_id] = handle.call_key
@@ -686,7 +708,7 @@ class SubagentCassette:
                 else StartErrorOutcome(error=ABANDONED)
             )
             timing = Timing(
-                startedAt=_iso(pending.admitted_at), startLatencyMs=elapsed, durationMs=elapsed
+                startedAt=_iso(pending.admitted_at), startLatencyMs=_ms(elapsed), durationMs=_ms(elapsed)
             )
             self._write(pending, outcome, timing, pending.published, False)
             self._abandoned += 1
