@@ -15,7 +15,10 @@ record with the same checks the loader runs, so nothing written here can fail to
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -462,12 +465,33 @@ def _decode(line: bytes) -> tuple[Any, bytes | None]:
         pass
     value = loads_strict(line)
     try:
-        canonical_bytes(value)
+        canonical = canonical_bytes(value)
     except UnicodeError:
         raise CanonicalJsonError("/", "lone surrogate in a string") from None
     except RecursionError:
         raise CanonicalJsonError("/", "nesting too deep") from None
-    return value, None
+    try:
+        _LOSSLESS.decode(line.decode("utf-8-sig", "surrogatepass"))
+    except UnicodeDecodeError:
+        raise CanonicalJsonError("/", "not UTF-8") from None
+    # The record as its canonical form reads (JavaScript's one number type: `1.0` is the
+    # integer 1); the hash is the same either way.
+    return _CANONICAL_READER.decode(canonical), None
+
+
+def _lossless_float(text: str) -> float:
+    """Refuse a number literal whose value is not the double it reads as (too many digits)."""
+    number = float(text)
+    if math.isfinite(number) and Decimal(text) != Decimal(repr(number)):
+        raise CanonicalJsonError("/", "number does not survive parsing")
+    return number
+
+
+# A version 1 line may print numbers in any form, but only values a double holds exactly
+# ("lossless canonical numbers"): `829.17000000000000000001` reads as 829.17 and is refused.
+# Runs after ``loads_strict``, which has refused everything else the profile refuses.
+_LOSSLESS: Final = json.JSONDecoder(parse_float=_lossless_float)
+_CANONICAL_READER: Final = msgspec.json.Decoder()
 
 
 class CassetteParser:

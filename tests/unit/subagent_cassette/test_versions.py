@@ -171,3 +171,39 @@ def test_appending_a_v2_writer_to_a_v1_file_is_refused(
         open_cassette(v1, writeMode="append")
     assert str(info.value).startswith("APPEND_INCOMPATIBLE")
     assert "version" in str(info.value)
+
+
+def _v1_line_edit(v1_file: Path, old: bytes, new: bytes) -> None:
+    """Replace number text in a v1 document (v1 hashes the re-canonicalised record, so it holds)."""
+    data = v1_file.read_bytes()
+    assert old in data
+    v1_file.write_bytes(data.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    "text", [b'"durationMs":829.170000000000000000001', b'"startLatencyMs":14.2200000000000000001']
+)
+def test_a_v1_number_that_does_not_survive_parsing_is_refused(v1_file: Path, text: bytes) -> None:
+    # The format's numbers are lossless: text that reads back as another number is refused.
+    field = text.split(b":")[0]
+    _v1_line_edit(v1_file, field + b":" + (b"829.17" if b"duration" in field else b"14.22"), text)
+    with pytest.raises(SidecarError) as info:
+        verify_file(v1_file)
+    assert str(info.value) == "CASSETTE_FORMAT_ERROR: v1.cassette.jsonl:2: number does not survive parsing at /"
+
+
+def test_v1_numbers_are_read_as_javascript_reads_them(v1_file: Path) -> None:
+    # Another writer may print an integral number as 1.0 or a float with trailing zeros: the
+    # value is what counts (JavaScript has one number type), so `1.0` is a valid sequence.
+    _v1_line_edit(v1_file, b'"sequence":1,', b'"sequence":1.0,')
+    _v1_line_edit(v1_file, b'"durationMs":829.17', b'"durationMs":829.1700')
+    cassette = load(v1_file)
+    assert (cassette.interactions[0].sequence, cassette.interactions[0].timing.durationMs) == (1, 829.17)
+
+
+def test_a_line_that_is_not_utf8_is_refused_by_name(v1_file: Path) -> None:
+    lines = v1_file.read_bytes().splitlines(keepends=True)
+    v1_file.write_bytes(lines[0] + lines[1].decode().replace(":829.17", ":829.1700").encode("utf-16"))
+    with pytest.raises(SidecarError) as info:
+        verify_file(v1_file)
+    assert str(info.value) == "CASSETTE_FORMAT_ERROR: v1.cassette.jsonl:2: not UTF-8 at /"
