@@ -119,3 +119,22 @@ async def test_replay_never_warns(tmp_path: Path) -> None:
     errors, notes = await hooks.close()
     assert errors == [] and not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
 
+
+
+@pytest.mark.parametrize(("tool_filter", "reason"), [
+    ({"allow": "read"}, "Expected `array`, got `str` - at `$.request.toolFilter.allow`"),
+    ({"deny": [1]}, "Expected `str`, got `int` - at `$.request.toolFilter.deny[0]`"),
+    ({"only": ["read"]}, "Object contains unknown field `only` - at `$.request.toolFilter`"),
+    ([], "Expected `object`, got `array` - at `$.request.toolFilter`"),
+])
+def test_a_tool_filter_outside_allow_deny_is_refused_before_any_decision(
+    tool_filter: Any, reason: str,
+) -> None:
+    # The params are decoded before the cassette decides, so the upstream is never started.
+    wire = msgspec.json.encode({"request": {"prompt": [], "toolFilter": tool_filter}, "parent": {"sessionId": "s"}})
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.json.decode(wire, type=SubagentStartParams)
+    assert str(info.value) == reason
+    ok = msgspec.json.encode({"request": {"prompt": [], "toolFilter": {"allow": [], "deny": ["x"]}},
+                              "parent": {"sessionId": "s"}})
+    assert msgspec.json.decode(ok, type=SubagentStartParams).request.toolFilter is not None
