@@ -27,7 +27,7 @@ from typing import Final
 
 import msgspec
 
-from python_core.errors import ConfigError, SidecarError
+from python_core.errors import CanonicalJsonError, ConfigError, SidecarError
 from python_core.subagent_cassette.config import CassetteConfig
 from python_core.subagent_cassette.errors import (
     AmbiguousCassette,
@@ -249,6 +249,15 @@ def _rounded(timing: Timing) -> Timing:
         timing, startLatencyMs=_ms(timing.startLatencyMs), durationMs=_ms(timing.durationMs),
         **optional,
     )
+
+
+def _unserializable(exc: CanonicalJsonError) -> ResultErrorOutcome:
+    """The result-error recorded for a settled result that has no canonical JSON form."""
+    where = exc.location.removeprefix("/outcome/result") or "/"
+    return ResultErrorOutcome(error=RecordedError(
+        name="CassetteSerializationError",
+        message=f"the result has no canonical JSON form: {exc.reason} at {where}",
+    ))
 
 
 def _new_id() -> str:
@@ -605,15 +614,24 @@ class SubagentCassette:
         Raises:
             CassetteStateError: not recording, or ``handle`` is not in flight.
             CassetteFormatError: the outcome breaks the format (the run stays in flight and
-                is written as abandoned at close).
+                is written as abandoned at close). A result with no canonical JSON form is
+                not an error: it is recorded as a ``result-error`` (a serialization failure).
             ConfigError: a redaction pattern would alter a structural field.
         """
         following = self._expect("outcome")
         pending = self._pending.get(handle)
         if self.config.mode != "record" or pending is None:
             raise CassetteStateError("outcome", "no such run is in flight")
-        self._write(pending, self._persisted_outcome(outcome.outcome), _rounded(outcome.timing),
-                    outcome.published, outcome.local)
+        persisted = self._persisted_outcome(outcome.outcome)
+        timing = _rounded(outcome.timing)
+        try:
+            self._write(pending, persisted, timing, outcome.published, outcome.local)
+        except CanonicalJsonError as exc:
+            # Only the result can lack a canonical form (the request was fingerprinted at
+            # admission): the format records that serialization failure as a result-error.
+            if not isinstance(persisted, ResultOutcome):
+                raise
+            self._write(pending, _unserializable(exc), timing, outcome.published, outcome.local)
         if outcome.child_id is not None:
             self._child_keys[outcome.child_id] = handle.call_key
         del self._pending[handle]

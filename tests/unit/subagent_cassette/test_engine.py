@@ -291,6 +291,25 @@ def test_error_messages_are_redacted_when_recorded(
     assert all(set(e) == {"kind", "error"} for e in errors)
 
 
+def test_a_result_with_no_canonical_form_is_recorded_as_a_result_error(
+    tmp_path: Path, open_cassette: Open, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # A post-publication serialization failure is the format's result-error: the recording
+    # goes on (the live caller keeps its result) and replay rejects the run's result.
+    path = tmp_path / "unsafe.cassette.jsonl"
+    record = open_cassette(path)
+    handle = _forward(record, make_start()).handle
+    record.on_outcome(handle, make_outcome(structured={"id": 2**60}))
+    assert record.close().errors == ()
+    stored = records_of(path)[1]
+    assert (stored["published"], stored["outcome"]) == (True, {"kind": "result-error", "error": {
+        "name": "CassetteSerializationError",
+        "message": "the result has no canonical JSON form: integer outside +-(2^53-1) at /structured/id",
+    }})
+    replayed = open_cassette(path, mode="replay").on_start(make_start())
+    assert isinstance(replayed, Replay) and isinstance(replayed.outcome, ResultErrorOutcome)
+
+
 def test_start_error_is_recorded_unpublished_and_replayed(
     record_file: Any, open_cassette: Open, make_start: Any, make_outcome: Any
 ) -> None:
