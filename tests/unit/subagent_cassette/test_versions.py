@@ -92,7 +92,7 @@ def test_a_v1_file_written_from_the_v1_schema_verifies(v1_file: Path) -> None:
 
 @pytest.mark.parametrize(("version", "provider_extra", "target", "message"), [
     (1, {"continuable": True}, "0.1.0-rc.7", "provider.continuable is not a field of version 1"),
-    (1, {}, "0.1.0-rc.8", "version 1 targets dsh-subagent 0.1.0-rc.7"),
+    (1, {}, "0.1.0-rc.6", "version 1 targets dsh-subagent 0.1.0-rc.7 (or 0.1.0-rc.8)"),
     (2, {}, "0.1.0-rc.8", "provider.continuable is required in version 2"),
     (3, {}, "0.1.0-rc.8", "version is not 1 or 2"),
 ])
@@ -106,6 +106,22 @@ def test_each_version_has_exactly_its_own_header(
     with pytest.raises(SidecarError) as info:
         verify_file(path)
     assert message in str(info.value)
+
+
+def test_a_v1_file_an_rc8_writer_stamped_with_its_target_verifies_and_replays(
+    record_file: Any, records_of: Any, sealed: Any, open_cassette: Any, make_start: Any, tmp_path: Path,
+) -> None:
+    # Another implementation of the v1 format retargeted to rc.8 keeps version 1 and the v1
+    # header (no provider.continuable) and stamps the host it ran on.
+    records = _to_v1(records_of(record_file()))
+    records[0]["target"] = {"dshSubagent": "0.1.0-rc.8"}
+    path = tmp_path / "v1-rc8.cassette.jsonl"
+    path.write_bytes(sealed(records))
+    assert verify_file(path).header.target.dshSubagent == "0.1.0-rc.8"
+    assert CliRunner().invoke(cli, ["verify", str(path)]).exit_code == 0
+    replay = open_cassette(path, mode="replay")
+    assert isinstance(replay.on_start(make_start()), Replay)
+    assert replay.close().errors == ()
 
 
 def test_a_v1_file_needs_no_canonical_key_order_whitespace_or_number_form(v1_file: Path) -> None:
