@@ -298,6 +298,8 @@ class SubagentCassette:
         self._sequence = cassette.count if cassette is not None else 0
         self._occurrences: dict[tuple[str, str, str], int] = {}
         self._child_keys: dict[str, str] = {}
+        # callKeys used in the file (record: appended ones too), so each new one is unique.
+        self._call_keys: set[str] = set()
         self._pending: dict[CallHandle, _Pending] = {}
         self._queues: dict[tuple[str, str, str], deque[Interaction]] = {}
         self._first_miss: SidecarError | None = None
@@ -317,8 +319,9 @@ class SubagentCassette:
                 self._queues.setdefault(key, deque()).append(record)
 
     def _seed_occurrences(self, cassette: Cassette) -> None:
-        """Continue occurrence numbering of an appended document."""
+        """Continue occurrence numbering (and call-key uniqueness) of an appended document."""
         for record in cassette.interactions:
+            self._call_keys.add(record.callKey)
             key = group_key(
                 record.parentKey, record.parentContextFingerprint, record.requestFingerprint
             )
@@ -440,13 +443,10 @@ class SubagentCassette:
         request_fp = request_fingerprint(request)
         occurrence = self._occurrences.get(group_key(parent, parent_fp, request_fp), 0) + 1
         label = request.request.label if isinstance(request.request.label, str) else None
-        return (
-            parent,
-            parent_fp,
-            request_fp,
-            occurrence,
-            call_key(parent, label, request_fp, parent_fp, occurrence),
-        )
+        key = call_key(parent, label, request_fp, occurrence)
+        if key in self._call_keys:
+            key = call_key(parent, label, request_fp, occurrence, parent_fp=parent_fp)
+        return parent, parent_fp, request_fp, occurrence, key
 
     def on_start(self, request: StartRequest) -> Decision:
         """Admit one ``provider.start()``.
@@ -467,12 +467,14 @@ class SubagentCassette:
         group = group_key(parent, parent_fp, request_fp)
         if self.config.mode == "replay":
             self._occurrences[group] = occurrence
+            self._call_keys.add(key)
             self._started += 1
             self._admissions += 1
             return self._replay(CallHandle(self._admissions, key), group, occurrence)
         view = self._request_view(request.request)
         self._start_file()
         self._occurrences[group] = occurrence
+        self._call_keys.add(key)
         self._started += 1
         self._sequence += 1
         handle = CallHandle(self._sequence, key)

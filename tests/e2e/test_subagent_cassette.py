@@ -183,6 +183,7 @@ def test_a_real_recording_has_the_documented_shapes(recorded: tuple[Path, RunRes
                                 "requestFingerprint", "request", "timing", "published", "local", "outcome",
                                 "previousHash", "hash"}
     assert (interaction["sequence"], interaction["occurrence"], interaction["parentKey"]) == (1, 1, "root")
+    assert interaction["callKey"] == f"root/audit-{interaction['requestFingerprint'][7:19]}~1"
     assert interaction["request"]["storage"] == "metadata"
     assert set(interaction["request"]["metadata"]) <= {"label", "promptBlocks", "promptBytes", "hasOutputSchema",
                                                        "maxDepth", "childProvider", "childModel", "toolFilter",

@@ -310,6 +310,29 @@ def test_a_result_with_no_canonical_form_is_recorded_as_a_result_error(
     assert isinstance(replayed, Replay) and isinstance(replayed.outcome, ResultErrorOutcome)
 
 
+def test_call_keys_have_the_format_shape_and_stay_unique(
+    tmp_path: Path, open_cassette: Open, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # The same request again after the parent's history grew: another parent context, so
+    # occurrence 1 of another group; its key takes the parent context digest to stay unique.
+    first = make_start()
+    retry = make_start(events=[*first.parentEvents, *first.parentEvents])
+    path = tmp_path / "keys.cassette.jsonl"
+    record = open_cassette(path)
+    for start in (first, retry, first):
+        record.on_outcome(_forward(record, start).handle, make_outcome())
+    assert record.close().errors == ()
+    keys = [r["callKey"] for r in records_of(path)[1:]]
+    rf = records_of(path)[1]["requestFingerprint"][7:19]
+    pcf = records_of(path)[2]["parentContextFingerprint"][7:15]
+    assert keys == [f"root/audit-{rf}~1", f"root/audit-{rf}.{pcf}~1", f"root/audit-{rf}~2"]
+    appended = open_cassette(path, writeMode="append")
+    appended.on_outcome(_forward(appended, retry).handle, make_outcome())
+    assert appended.close().errors == ()
+    assert records_of(path)[4]["callKey"] == f"root/audit-{rf}.{pcf}~2"
+    assert load(path).count == 4
+
+
 def test_start_error_is_recorded_unpublished_and_replayed(
     record_file: Any, open_cassette: Open, make_start: Any, make_outcome: Any
 ) -> None:

@@ -154,12 +154,13 @@ def test_parent_key_uses_recorded_child_then_origin(make_start: Any) -> None:
     assert parent_key(nested, {}) == "unknown-subagent@2"
 
 
-def test_call_key_slugs_the_label() -> None:
+def test_call_key_has_the_format_shape_and_slugs_the_label() -> None:
+    # <parentKey>/<label>-<first 12 hex of the request fingerprint>~<occurrence>
     rf, pcf = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-    assert call_key("root", "audit the/\nthing", rf, pcf, 2) == (
-        "root/audit-the-thing-aaaaaaaaaaaa.bbbbbbbb~2"
-    )
-    assert call_key("root", None, rf, pcf, 1) == "root/call-aaaaaaaaaaaa.bbbbbbbb~1"
+    assert call_key("root", "audit the/\nthing", rf, 2) == "root/audit-the-thing-aaaaaaaaaaaa~2"
+    assert call_key("root", None, rf, 1) == "root/call-aaaaaaaaaaaa~1"
+    # Only when that key is taken in the file (same request under another parent context).
+    assert call_key("root", "audit", rf, 1, parent_fp=pcf) == "root/audit-aaaaaaaaaaaa.bbbbbbbb~1"
 
 
 def test_metadata_view_counts_prompt_without_text(make_start: Any) -> None:
