@@ -384,6 +384,11 @@ class SubagentCassette:
             deferred=deferred,
         )
 
+    @property
+    def recording(self) -> Cassette | None:
+        """The document replay serves (its header's provider facts are shown to the host)."""
+        return self._cassette if self.config.mode == "replay" else None
+
     def take_writes(self) -> list[bytes]:
         """Return the sealed lines not yet handed out, in order; the caller must write them."""
         writes, self._writes = self._writes, []

@@ -32,6 +32,7 @@ from dshrun import ROOT
 from bridge.hostenv import HostEnv
 from bridge.pytest_plugin import DshRunner
 from bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
+from python_core.canonical import canonical_bytes, digest
 from python_core.session_log import project_key
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
@@ -201,6 +202,29 @@ def test_a_real_recording_has_the_documented_shapes(recorded: tuple[Path, RunRes
     assert (interaction["previousHash"], interaction["hash"]) == (header["hash"], _sha256(interaction))
     assert [json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
             for r in (header, interaction)] == lines
+
+
+def test_replay_shows_the_host_the_recorded_provider_facts(
+    dsh: DshRunner, tmp_path: Path, recorded: tuple[Path, RunResult],
+) -> None:
+    # The recording says its provider had no depth limit; the live spawn has one. Replay shows
+    # the recorded facts, and rc.8's subagent tool (it always sends maxDepth) does not mount on
+    # a provider without one: the delegation fails before any start().
+    cwd = _elsewhere(tmp_path, recorded[0] / CASSETTE, "narrowed")
+    header, interaction = (json.loads(line) for line in (cwd / CASSETTE).read_bytes().splitlines())
+    header["provider"]["capabilities"]["depthLimit"] = False
+    header["hash"] = digest({k: v for k, v in header.items() if k != "hash"})
+    interaction["previousHash"] = header["hash"]
+    interaction["hash"] = digest({k: v for k, v in interaction.items() if k != "hash"})
+    (cwd / CASSETTE).write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in (header, interaction)))
+    assert _cli("verify", str(cwd / CASSETTE)).returncode == 0
+
+    replay = _fixture_run(dsh, TRANSPARENT, "none", _task(CHILD_PROMPT), cwd=cwd)
+
+    [(is_error, text)] = _results(replay).values()
+    assert (is_error, text) == (True, 'Error: unknown tool "subagent"')
+    assert _replayed(replay) == (0, 0, 1)
+    assert replay.child_session_ids == [] and _bodies(cwd) == []
 
 
 def test_a_child_that_failed_is_published_with_one_warning_and_replays_its_failure(dsh: DshRunner) -> None:
