@@ -485,15 +485,16 @@ def _decode(line: bytes) -> tuple[Any, bytes | None]:
 
 
 def _lossless_float(text: str) -> float:
-    """Refuse a number literal whose value is not the double it reads as (too many digits)."""
+    """Refuse a literal whose decimal value differs from its double's shortest form's."""
     number = float(text)
     if math.isfinite(number) and Decimal(text) != Decimal(repr(number)):
         raise CanonicalJsonError("/", "number does not survive parsing")
     return number
 
 
-# A version 1 line may print numbers in any form, but only values a double holds exactly
-# ("lossless canonical numbers"): `829.17000000000000000001` reads as 829.17 and is refused.
+# A version 1 line may print a number in any form that denotes the value its double prints as
+# ("lossless canonical numbers"): `829.1700` and `8.2917e2` are 829.17, while
+# `829.17000000000000000001` also reads as 829.17 but says more than the double holds: refused.
 # Runs after ``loads_strict``, which has refused everything else the profile refuses.
 _LOSSLESS: Final = json.JSONDecoder(parse_float=_lossless_float)
 _CANONICAL_READER: Final = msgspec.json.Decoder()
