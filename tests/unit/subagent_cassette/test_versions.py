@@ -223,3 +223,16 @@ def test_a_line_that_is_not_utf8_is_refused_by_name(v1_file: Path) -> None:
     with pytest.raises(SidecarError) as info:
         verify_file(v1_file)
     assert str(info.value) == "CASSETTE_FORMAT_ERROR: v1.cassette.jsonl:2: not UTF-8 at /"
+
+
+def test_two_v1_files_of_different_targets_are_not_comparable(
+    record_file: Any, records_of: Any, sealed: Any, tmp_path: Path,
+) -> None:
+    records = _to_v1(records_of(record_file()))
+    rc7, rc8 = tmp_path / "rc7.cassette.jsonl", tmp_path / "rc8.cassette.jsonl"
+    rc7.write_bytes(sealed(records))
+    records[0]["target"] = {"dshSubagent": "0.1.0-rc.8"}
+    rc8.write_bytes(sealed(records))
+    result = CliRunner().invoke(cli, ["diff", str(rc7), str(rc8)])
+    assert result.exit_code == 2
+    assert "NOT_COMPARABLE: header target.dshSubagent differs" in result.output
