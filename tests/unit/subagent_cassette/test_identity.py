@@ -8,7 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from python_core.canonical import digest
 from python_core.subagent_cassette.errors import InvalidStartRequest
+from python_core.subagent_cassette.format import to_json
 from python_core.subagent_cassette.identity import (
     StartRequest,
     call_key,
@@ -17,6 +19,8 @@ from python_core.subagent_cassette.identity import (
     request_fingerprint,
     request_metadata,
 )
+
+from .conftest import SECRET
 
 
 def _snapshot(cwd: str) -> dict[str, Any]:
@@ -182,3 +186,17 @@ def test_metadata_view_counts_prompt_without_text(make_start: Any) -> None:
         "toolFilter": {"allow": ["read"]},
         "hasPersona": True,
     }
+
+
+def test_request_fingerprint_is_the_digest_of_the_full_view_before_redaction(
+    record_file: Any, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # The normalized request is what the full view stores: with nothing to redact, the stored
+    # value's digest is the fingerprint; with a secret, the fingerprint is of the unredacted one.
+    plain = make_start(text="nothing secret here")
+    secret = make_start(text=f"use {SECRET}")
+    records = records_of(record_file([(plain, make_outcome()), (secret, make_outcome())], requestView="full"))
+    first, second = records[1], records[2]
+    assert first["request"]["redactions"] == 0 and first["requestFingerprint"] == digest(first["request"]["value"])
+    assert second["request"]["redactions"] == 1 and second["requestFingerprint"] != digest(second["request"]["value"])
+    assert second["requestFingerprint"] == digest(to_json(secret.request))
