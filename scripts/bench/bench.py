@@ -197,6 +197,17 @@ def cancel_run(tmp: Path, name: str, root: Path, env: dict[str, str], rate: floa
     )
 
 
+def tail_row(summary: dict[str, Any]) -> None:
+    """The slowest 1% of a probe series, with what the driver's own thread did meanwhile."""
+    tail = summary.get("tail")
+    if tail is None or tail["n"] == 0:
+        return
+    print(
+        f"    {'':9s}   slowest 1% ({tail['n']}): mean {tail['meanUs']:7.1f} us, of which Node's thread was"
+        f" on a CPU {tail['nodeOnCpuUs']:.0f} us and runnable without one {tail['nodeRunnableUs']:.0f} us"
+    )
+
+
 def cancel_row(label: str, cancel: dict[str, Any]) -> None:
     idle = cancel.get("idle")
     print(
@@ -204,12 +215,14 @@ def cancel_row(label: str, cancel: dict[str, Any]) -> None:
         f"   {cancel['recordedPerSec']:7.0f} recorded calls/s   target p99 <= 1000 us:"
         f" {verdict(cancel['p99Us'] <= 1000)}"
     )
+    tail_row(cancel)
     if idle is not None:
         print(
             f"    {'':9s} p50 {idle['medianUs']:8.1f} us   p99 {idle['p99Us']:8.1f} us"
             f"   the same run's probes with the recorders paused (interleaved): the load adds"
             f" {cancel['p99Us'] - idle['p99Us']:+.0f} us at p99"
         )
+        tail_row(idle)
 
 
 def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
@@ -224,8 +237,9 @@ def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=True)
     cancel = cancel_run(tmp, "cancel", root, under_test)
-    # Flat out, the recorders saturate the machine (a faster sidecar only adds load), so the
-    # probe is also measured at one fixed offered load: the baseline's flat-out rate when one
+    # Flat out, the offered load is whatever the sidecar sustains (a faster sidecar only adds
+    # load; group-committed fsyncs, not the CPU, bound it here), so the probe is also measured
+    # at one fixed offered load: the baseline's flat-out rate when one
     # was measured, else PACED_RATE, about what the sidecar sustained with writes in the reader.
     rate = baseline["recordedPerSec"] if baseline is not None else PACED_RATE
     paced = cancel_run(tmp, "cancel-paced", root, under_test, rate=rate)

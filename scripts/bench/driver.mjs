@@ -39,6 +39,29 @@ function cpuUs(/** @type {number | undefined} */ pid) {
   } catch { return NaN }
 }
 
+/**
+ * This (main) thread's time on a CPU and runnable without one so far, in µs, from /proc
+ * (Linux with schedstats; else NaN). The read itself costs about 12 µs of the former.
+ * @returns {[number, number]}
+ */
+function threadUs() {
+  try {
+    const [onCpu, runnable] = readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')
+    return [Number(onCpu) / 1000, Number(runnable) / 1000]
+  } catch { return [NaN, NaN] }
+}
+
+/**
+ * The slowest 1% of `us` (those at or above the p99), with what Node's own thread did meanwhile.
+ * @param {number[]} us @param {Array<[number, number]>} node per probe: µs on a CPU, µs runnable
+ */
+function tail(us, node) {
+  const cut = summary(us).p99Us
+  const slow = us.flatMap((u, k) => (u >= cut ? [k] : []))
+  const mean = (/** @type {(k: number) => number} */ f) => slow.reduce((a, k) => a + f(k), 0) / slow.length
+  return { n: slow.length, meanUs: mean((k) => us[k]), nodeOnCpuUs: mean((k) => node[k][0]), nodeRunnableUs: mean((k) => node[k][1]) }
+}
+
 /** @param {number[]} us */
 function summary(us) {
   const sorted = [...us].sort((a, b) => a - b)
@@ -154,6 +177,9 @@ async function startup() {
  * BENCH_RATE > 0 paces them to that many recorded calls per second in all, instead.
  * The same number of probes is taken with the recorders paused, in SEGMENTS alternating with
  * the loaded ones, so both figures see the same machine (a host turning noisy shows in both).
+ * For the slowest 1% of each, what Node's own thread did meanwhile: the host's real shim sends
+ * cancels as notifications and never waits for this answer, so time the driver's event loop
+ * spent on the recorders' answers, or waiting for a CPU, is the driver's, not the sidecar's.
  * A bridge that does not answer cancel requests is probed with an unknown method instead.
  */
 async function cancel() {
@@ -210,32 +236,39 @@ async function cancel() {
     paused = true
     if (active > 0) await idle
   }
-  const probe = async (/** @type {number[]} */ us, /** @type {number} */ n) => {
+  const probe = async (/** @type {number[]} */ us, /** @type {Array<[number, number]>} */ node, /** @type {number} */ n) => {
     for (let k = 0; k < n; k++) {
+      const t0 = threadUs()
       const p0 = now()
       await rpc.request(probeMethod, { id: -1 }).catch(() => null)
       us.push(now() - p0)
+      const t1 = threadUs()
+      node.push([t1[0] - t0[0], t1[1] - t0[1]])
       await new Promise((resolve) => setTimeout(resolve, 2))
     }
   }
   // Steady state only: the first second (the sidecar imports jsonrpcserver in a worker thread
   // right after the handshake, Node's JIT warms up) is probed but not counted.
-  for (const warm = now() + 1e6; now() < warm;) await probe([], 1)
+  for (const warm = now() + 1e6; now() < warm;) await probe([], [], 1)
   /** @type {number[]} */
   const loaded = []
   /** @type {number[]} */
   const idle = []
+  /** @type {Array<[number, number]>} */
+  const loadedNode = []
+  /** @type {Array<[number, number]>} */
+  const idleNode = []
   let loadedSeconds = 0
   let loadedCalls = 0
   for (let segment = 0; segment < SEGMENTS; segment++) {
     const n = Math.ceil(PROBES / SEGMENTS)
     const t0 = now(), r0 = recorded
-    await probe(loaded, n)
+    await probe(loaded, loadedNode, n)
     loadedSeconds += (now() - t0) / 1e6
     loadedCalls += recorded - r0
     const pausedAt = now()
     await pause()
-    await probe(idle, n)
+    await probe(idle, idleNode, n)
     start += now() - pausedAt
     paused = false
     resume()
@@ -247,7 +280,11 @@ async function cancel() {
   await Promise.all(workers)
   rpc.notify('session/turn', { sessionId: 'bench', turn: 1, phase: 'end', reason: 'completed' })
   await stop()
-  return { ...summary(loaded), idle: summary(idle), probe: probeMethod, recordedPerSec: loadedCalls / loadedSeconds }
+  return {
+    ...summary(loaded), tail: tail(loaded, loadedNode),
+    idle: { ...summary(idle), tail: tail(idle, idleNode) },
+    probe: probeMethod, recordedPerSec: loadedCalls / loadedSeconds,
+  }
 }
 
 const modes = { floor, bridge, startup, cancel }
