@@ -18,7 +18,7 @@ import { messageOf } from './rpc.js'
  * @typedef {import('@deepseek-ai/dsh-llm').LlmModelInfo} LlmModelInfo
  */
 
-// The names the mock specification gives the route's provider and its one model.
+// The display names of the route's provider and its one model (docs/mock.md).
 const PROVIDER_NAME = 'Mock'
 const MODEL_NAME = 'Deterministic Mock Model'
 
