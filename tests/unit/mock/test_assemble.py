@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ def test_a_replayed_mock_log_gets_call_ids_other_than_its_source_ids(
 def test_replayed_call_ids_are_deterministic_for_one_source(three_step_log: Any, tmp_path: Path) -> None:
     (tmp_path / "session.jsonl").write_bytes(three_step_log.text())
     first = emitted_ids(replay(tmp_path, "s1"))
+    tag = "r" + hashlib.sha256(three_step_log.text()).hexdigest()[:8]
+    assert first == [f"mock-{tag}-1-1-0", f"mock-{tag}-1-2-0", f"mock-{tag}-1-2-1"]
     assert emitted_ids(replay(tmp_path, "s2")) == first
     assert emitted_ids(replay(tmp_path, "s1", turn=2)) != first
 
