@@ -97,7 +97,7 @@ class MockDriver:
             return PreStepResult(mock=False)
         session, turn = params.sessionId, params.turn
         try:
-            self.turns.check_fresh(session, turn)
+            self.turns.check_fresh(session, turn, params.step)
             plan = assemble_plan(
                 text, session_id=session, turn=turn, cwd=params.cwd,
                 default_gap_ms=self.config.default_gap_ms, nested_tools=self.config.nested_tools,

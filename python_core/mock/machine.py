@@ -22,7 +22,7 @@ from typing import Final, Literal
 import msgspec
 
 from python_core.errors import SidecarError
-from python_core.mock.errors import DuplicateMockTurn, MockIllegalEvent, SessionsDisposed
+from python_core.mock.errors import DuplicateMockTurn, MidTurnMockCommand, MockIllegalEvent, SessionsDisposed
 from python_core.mock.plan import Action, EmitToolCalls, MockPlan, MockStatus, ObservedResult
 from python_core.mock.reasons import refusal_hint
 
@@ -164,17 +164,20 @@ class MockTurns:
                 self._outcomes.pop(call, None)
         record.awaiting = ()
 
-    def check_fresh(self, session_id: str, turn: int) -> None:
-        """Refuse a ``/mock`` command entering a turn that already is a mock turn.
+    def check_fresh(self, session_id: str, turn: int, step: int = 1) -> None:
+        """Refuse a ``/mock`` command entering a mock turn, or a later step of an ordinary turn.
 
         Raises:
             SessionsDisposed: the machine was disposed.
             DuplicateMockTurn: the turn already has a record.
+            MidTurnMockCommand: the command entered step 2 or later of an ordinary turn.
         """
         if self._disposed:
             raise SessionsDisposed()
         if (session_id, turn) in self._turns:
             raise DuplicateMockTurn(str(turn))
+        if step > 1:
+            raise MidTurnMockCommand(step)
 
     def begin(self, plan: MockPlan, turn: int) -> MockPlan:
         """Start the mock turn ``turn`` of ``plan.session_id`` with its plan.

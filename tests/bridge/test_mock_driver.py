@@ -45,6 +45,20 @@ def test_only_the_mock_turn_is_routed_and_the_real_route_comes_back() -> None:
     assert route(d, 2, REAL) is None
 
 
+@pytest.mark.anyio
+async def test_a_command_steered_into_a_later_step_of_an_ordinary_turn_is_refused_not_started() -> None:
+    d = driver()
+    reply = d.pre_step(PreStepParams(sessionId="s1", turn=1, step=2, cwd="/work", texts=['/mock run echo({})']))
+
+    assert reply.mock and reply.status is not None
+    assert (reply.status.error_code, reply.status.card) == ("MID_TURN_MOCK_COMMAND", "invalid-script")
+    assert route(d, 1, REAL) == MOCK_ROUTE
+    refused = await d.stream(stream(d, 1, [SeenResult(callId="call_real", tool="echo", isError=False)]))
+    assert (refused.kind, refused.code) == ("error", "MID_TURN_MOCK_COMMAND")
+    assert d.close() == ["send /mock as its own message once the turn has ended, or as the /mock slash command, "
+                         "which queues it as the next turn"]
+
+
 def test_ordinary_text_does_not_start_a_mock_turn() -> None:
     d = driver()
 

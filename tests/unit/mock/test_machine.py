@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from python_core.mock.errors import DuplicateMockTurn, InvalidCommand, MockIllegalEvent, SessionsDisposed
+from python_core.mock.errors import (
+    DuplicateMockTurn,
+    InvalidCommand,
+    MidTurnMockCommand,
+    MockIllegalEvent,
+    SessionsDisposed,
+)
 from python_core.mock.machine import (
     TURN_TRANSITIONS,
     MockTurns,
@@ -112,6 +118,22 @@ def test_a_second_command_in_a_live_mock_turn_is_named_and_refuses_the_turn() ->
     assert live.state == "cancelled"
     assert turns.answer_refusal("s1", 1).code == "DUPLICATE_MOCK_TURN"
     assert turns.state("s1", 1) == "idle"
+
+
+def test_a_command_entering_a_later_step_of_an_ordinary_turn_is_refused_by_name() -> None:
+    # A steered /mock text joins a running turn at its next step: the plan would start mid-turn.
+    turns = MockTurns()
+    with pytest.raises(MidTurnMockCommand) as caught:
+        turns.check_fresh("s1", 1, step=3)
+    assert caught.value.message == (
+        "a /mock command starts its own turn; this one entered step 3 of a running turn"
+    )
+    turns.check_fresh("s1", 1, step=1)
+
+    turns.refuse("s1", 1, caught.value)
+
+    assert turns.route("s1", 1, REAL) == ("mock", "mock")
+    assert turns.answer_refusal("s1", 1).code == "MID_TURN_MOCK_COMMAND"
 
 
 def test_only_the_mock_turn_is_routed_and_the_real_route_comes_back() -> None:
