@@ -49,6 +49,7 @@ __all__ = [
     "PostExecuteParams",
     "PreStepParams",
     "PreStepResult",
+    "ReplayFacts",
     "ResultParams",
     "Route",
     "RouteParams",
@@ -88,15 +89,25 @@ class InitializeParams(_Closed):
     pid: int
 
 
+class ReplayFacts(_Closed):
+    """The provider facts a replaying cassette exposes: the recording's, from its header."""
+
+    capabilities: Capabilities
+    inheritsParentContext: bool
+
+
 class SubagentSetup(_Closed):
     """Provider names: register the cassette as ``name`` once ``upstream`` exists.
 
     ``parentEvents``: the parent session event types ``subagent/start`` carries.
+    ``replayFacts`` (replay only): the capabilities and context inheritance the cassette
+    provider shows the host instead of the live upstream's (the format replays them as captured).
     """
 
     name: str
     upstream: str
     parentEvents: list[str]
+    replayFacts: ReplayFacts | UnsetType = UNSET
 
 
 class InitializeResult(_Closed):

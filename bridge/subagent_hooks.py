@@ -19,12 +19,14 @@ import sys
 import time
 
 import anyio
+import msgspec
 
 from bridge.later import Later, durable
 from bridge.line_writer import LineWriter, Ticket
 from bridge.protocol import (
     CallHandle,
     Empty,
+    ReplayFacts,
     RunOutcome,
     SubagentDecision,
     SubagentOutcomeParams,
@@ -86,7 +88,14 @@ class SubagentHooks:
         cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time,
                                          deferred=True)
         name, upstream = config.provider.names()
-        return cls(cassette, SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES)), trace)
+        setup = SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES))
+        recording = cassette.recording
+        if recording is not None:
+            # Replay shows the host the provider facts as captured, not the live upstream's.
+            provider = recording.header.provider
+            setup = msgspec.structs.replace(setup, replayFacts=ReplayFacts(
+                capabilities=provider.capabilities, inheritsParentContext=provider.inheritsParentContext))
+        return cls(cassette, setup, trace)
 
     def hello(self, facts: UpstreamFacts) -> None:
         """The upstream provider was found; record mirrors and stores its facts."""

@@ -102,10 +102,12 @@ export function installSubagentProvider(/** @type {Context} */ ctx, /** @type {R
       return forwardRun(upstream, request, decision.handle, t0)
     }
     const prepare = upstream.prepareContinuable?.bind(upstream)
+    // What the host is shown: the live facts, or in replay the recorded ones Python sends.
+    const shown = { ...facts, ...setup.replayFacts }
     // Continuable children never pass through start(); forwarding keeps continuable tool rows
     // mounting, and Python reports at shutdown when a recording saw no start() at all.
     return {
-      name: setup.name, capabilities: facts.capabilities, inheritsParentContext: facts.inheritsParentContext, start,
+      name: setup.name, capabilities: shown.capabilities, inheritsParentContext: shown.inheritsParentContext, start,
       ...(prepare !== undefined ? { prepareContinuable: prepare } : {}),
     }
   }

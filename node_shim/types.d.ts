@@ -43,6 +43,8 @@ export interface SubagentSetup {
   upstream: string
   /** the parent session event types `subagent/start` carries */
   parentEvents: string[]
+  /** replay only: the recorded provider facts the cassette provider shows instead of the live ones */
+  replayFacts?: { capabilities: UpstreamFacts['capabilities']; inheritsParentContext: boolean }
 }
 
 /** The `shutdown` result. */

@@ -1,6 +1,6 @@
 """One exit-code table and one way to end a command on a named error, for every console script.
 
-The table (``dsh-sidecar`` and every command under it, ``dsh-tool-cassette``):
+The table (``dsh-sidecar`` and every command under it, ``dsh-tool-cassette``, ``dsh-subagent-cassette``):
 
 ====  =====================================================================================
 code  meaning

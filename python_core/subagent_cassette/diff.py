@@ -115,7 +115,7 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
         NotComparable: the cassettes target different DSH subagent versions.
     """
     if a.header.version == b.header.version and a.header.target.dshSubagent != b.header.target.dshSubagent:
-        # Across versions the targets differ by definition (v1 is rc.7) and the identities
+        # Across versions the targets may differ (v1 is mostly rc.7) and the identities
         # still align; within one version another target means another contract.
         raise NotComparable("target.dshSubagent")
     left, right = _index(a), _index(b)

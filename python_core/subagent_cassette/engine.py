@@ -27,7 +27,7 @@ from typing import Final
 
 import msgspec
 
-from python_core.errors import ConfigError, SidecarError
+from python_core.errors import CanonicalJsonError, ConfigError, SidecarError
 from python_core.subagent_cassette.config import CassetteConfig
 from python_core.subagent_cassette.errors import (
     AmbiguousCassette,
@@ -230,6 +230,36 @@ def _iso(seconds: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _ms(value: float) -> float:
+    """Round milliseconds to microseconds (the stored precision); ``0.0`` stays unsigned."""
+    return round(value, 3) + 0.0
+
+
+def _rounded(timing: Timing) -> Timing:
+    """Return ``timing`` with every offset at the format's microsecond precision.
+
+    Rounding is monotonic, so ``durationMs >= startLatencyMs`` still holds.
+    """
+    optional = {
+        name: _ms(value)
+        for name in ("signalAbortedAtMs", "disposeCalledAtMs")
+        if isinstance(value := getattr(timing, name), float | int)
+    }
+    return msgspec.structs.replace(
+        timing, startLatencyMs=_ms(timing.startLatencyMs), durationMs=_ms(timing.durationMs),
+        **optional,
+    )
+
+
+def _unserializable(exc: CanonicalJsonError) -> ResultErrorOutcome:
+    """The result-error recorded for a settled result that has no canonical JSON form."""
+    where = exc.location.removeprefix("/outcome/result") or "/"
+    return ResultErrorOutcome(error=RecordedError(
+        name="CassetteSerializationError",
+        message=f"the result has no canonical JSON form: {exc.reason} at {where}",
+    ))
+
+
 def _new_id() -> str:
     return str(uuid.uuid4())
 
@@ -268,6 +298,8 @@ class SubagentCassette:
         self._sequence = cassette.count if cassette is not None else 0
         self._occurrences: dict[tuple[str, str, str], int] = {}
         self._child_keys: dict[str, str] = {}
+        # callKeys used in the file (record: appended ones too), so each new one is unique.
+        self._call_keys: set[str] = set()
         self._pending: dict[CallHandle, _Pending] = {}
         self._queues: dict[tuple[str, str, str], deque[Interaction]] = {}
         self._first_miss: SidecarError | None = None
@@ -287,8 +319,9 @@ class SubagentCassette:
                 self._queues.setdefault(key, deque()).append(record)
 
     def _seed_occurrences(self, cassette: Cassette) -> None:
-        """Continue occurrence numbering of an appended document."""
+        """Continue occurrence numbering (and call-key uniqueness) of an appended document."""
         for record in cassette.interactions:
+            self._call_keys.add(record.callKey)
             key = group_key(
                 record.parentKey, record.parentContextFingerprint, record.requestFingerprint
             )
@@ -351,6 +384,11 @@ class SubagentCassette:
             deferred=deferred,
         )
 
+    @property
+    def recording(self) -> Cassette | None:
+        """The document replay serves (its header's provider facts are shown to the host)."""
+        return self._cassette if self.config.mode == "replay" else None
+
     def take_writes(self) -> list[bytes]:
         """Return the sealed lines not yet handed out, in order; the caller must write them."""
         writes, self._writes = self._writes, []
@@ -410,13 +448,10 @@ class SubagentCassette:
         request_fp = request_fingerprint(request)
         occurrence = self._occurrences.get(group_key(parent, parent_fp, request_fp), 0) + 1
         label = request.request.label if isinstance(request.request.label, str) else None
-        return (
-            parent,
-            parent_fp,
-            request_fp,
-            occurrence,
-            call_key(parent, label, request_fp, parent_fp, occurrence),
-        )
+        key = call_key(parent, label, request_fp, occurrence)
+        if key in self._call_keys:
+            key = call_key(parent, label, request_fp, occurrence, parent_fp=parent_fp)
+        return parent, parent_fp, request_fp, occurrence, key
 
     def on_start(self, request: StartRequest) -> Decision:
         """Admit one ``provider.start()``.
@@ -437,12 +472,14 @@ class SubagentCassette:
         group = group_key(parent, parent_fp, request_fp)
         if self.config.mode == "replay":
             self._occurrences[group] = occurrence
+            self._call_keys.add(key)
             self._started += 1
             self._admissions += 1
             return self._replay(CallHandle(self._admissions, key), group, occurrence)
         view = self._request_view(request.request)
         self._start_file()
         self._occurrences[group] = occurrence
+        self._call_keys.add(key)
         self._started += 1
         self._sequence += 1
         handle = CallHandle(self._sequence, key)
@@ -500,9 +537,10 @@ class SubagentCassette:
             and not self.config.allowRedactedReplay
         ):
             return self._poison(RedactedReplayRefused(record.callKey, outcome.redactions), None)
+        # Checked before the record is consumed: a refused delay leaves the cassette as it was.
+        start_delay, delay = self._delays(record.timing)
         queue.popleft()
         self._replayed += 1
-        start_delay, delay = self._delays(record.timing)
         return Replay(handle=handle, outcome=outcome, delay_ms=delay, start_delay_ms=start_delay)
 
     def _poison(self, error: SidecarError, diagnostic: MissDiagnostic | None) -> Miss:
@@ -583,15 +621,24 @@ class SubagentCassette:
         Raises:
             CassetteStateError: not recording, or ``handle`` is not in flight.
             CassetteFormatError: the outcome breaks the format (the run stays in flight and
-                is written as abandoned at close).
+                is written as abandoned at close). A result with no canonical JSON form is
+                not an error: it is recorded as a ``result-error`` (a serialization failure).
             ConfigError: a redaction pattern would alter a structural field.
         """
         following = self._expect("outcome")
         pending = self._pending.get(handle)
         if self.config.mode != "record" or pending is None:
             raise CassetteStateError("outcome", "no such run is in flight")
-        self._write(pending, self._persisted_outcome(outcome.outcome), outcome.timing,
-                    outcome.published, outcome.local)
+        persisted = self._persisted_outcome(outcome.outcome)
+        timing = _rounded(outcome.timing)
+        try:
+            self._write(pending, persisted, timing, outcome.published, outcome.local)
+        except CanonicalJsonError as exc:
+            # Only the result can lack a canonical form (the request was fingerprinted at
+            # admission): the format records that serialization failure as a result-error.
+            if not isinstance(persisted, ResultOutcome):
+                raise
+            self._write(pending, _unserializable(exc), timing, outcome.published, outcome.local)
         if outcome.child_id is not None:
             self._child_keys[outcome.child_id] = handle.call_key
         del self._pending[handle]
@@ -686,7 +733,7 @@ class SubagentCassette:
                 else StartErrorOutcome(error=ABANDONED)
             )
             timing = Timing(
-                startedAt=_iso(pending.admitted_at), startLatencyMs=elapsed, durationMs=elapsed
+                startedAt=_iso(pending.admitted_at), startLatencyMs=_ms(elapsed), durationMs=_ms(elapsed)
             )
             self._write(pending, outcome, timing, pending.published, False)
             self._abandoned += 1

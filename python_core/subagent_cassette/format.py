@@ -1,9 +1,10 @@
 """The ``dsh-subagent-cassette`` file format: version 2 (rc.8, written) and version 1 (read).
 
-Versions: v1 is the rc.7 format, read only (target ``0.1.0-rc.7``, closed header without
-``provider.continuable``, an unvalidated ``result.diagnostic``, a ``start-error`` may be
-published); v2 is the rc.8 profile this product writes (``provider.continuable`` required, the
-host's target, ``diagnostic`` capped, ``start-error`` unpublished). Both share every other rule.
+Versions: v1 is the rc.7 format, read only (target ``0.1.0-rc.7``, or ``0.1.0-rc.8`` as a
+v1 writer retargeted to rc.8 stamps it; closed header without ``provider.continuable``, an
+unvalidated ``result.diagnostic``, a ``start-error`` may be published); v2 is the rc.8
+profile this product writes (``provider.continuable`` required, the host's target,
+``diagnostic`` capped, ``start-error`` unpublished). Both share every other rule.
 
 Rule: this module owns every record shape and every validity rule of a cassette document
 (closed Structs, canonical bytes, digests, hash chain, sequence/occurrence/call-key rules,
@@ -15,7 +16,10 @@ record with the same checks the loader runs, so nothing written here can fail to
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -80,6 +84,9 @@ VERSION: Final = 2
 V1: Final = 1
 READ_VERSIONS: Final = (V1, VERSION)
 V1_TARGET: Final = "0.1.0-rc.7"
+# Version 1 as an rc.8 writer that kept the v1 header stamps it: read like rc.7's (same
+# start() contract but for continuable and diagnostic, neither of which v1 carries).
+V1_TARGETS: Final = frozenset({V1_TARGET, "0.1.0-rc.8"})
 SUPPORTED_TARGETS: Final = frozenset({"0.1.0-rc.8"})
 DIAGNOSTIC_MAX_BYTES: Final = 4096
 STOP_REASONS: Final = frozenset({"completed", "aborted", "error", "max-tokens", "refusal"})
@@ -378,8 +385,8 @@ def check_header(header: Header) -> str | None:
         return "format is not dsh-subagent-cassette"
     if header.version not in READ_VERSIONS:
         return f"version {header.version} is not supported (expected 1 or 2)"
-    if header.version == V1 and header.target.dshSubagent != V1_TARGET:
-        return f"version 1 targets dsh-subagent {V1_TARGET} exactly"
+    if header.version == V1 and header.target.dshSubagent not in V1_TARGETS:
+        return f"version 1 targets dsh-subagent {V1_TARGET} (or 0.1.0-rc.8)"
     if header.version == V1 and header.provider.continuable is not UNSET:
         return "provider.continuable is not a field of version 1 (its header is closed)"
     if header.version == VERSION and header.provider.continuable is UNSET:
@@ -393,8 +400,9 @@ def _check_target(name: str, header: Header, expected_target: str | None) -> Non
     """Refuse a target other than the host's (or, without a host, a supported one)."""
     found = header.target.dshSubagent
     if header.version == V1:
-        # Version 1 targets exactly 0.1.0-rc.7 (check_header). Its start() contract is
-        # rc.8's minus continuable and diagnostic, so an rc.8 host replays it.
+        # Version 1 targets 0.1.0-rc.7, or rc.8 as a v1 writer retargeted to it stamps it
+        # (check_header). Its start() contract is rc.8's minus continuable and diagnostic,
+        # so an rc.8 host replays it.
         return
     if expected_target is not None:
         if found != expected_target:
@@ -462,12 +470,34 @@ def _decode(line: bytes) -> tuple[Any, bytes | None]:
         pass
     value = loads_strict(line)
     try:
-        canonical_bytes(value)
+        canonical = canonical_bytes(value)
     except UnicodeError:
         raise CanonicalJsonError("/", "lone surrogate in a string") from None
     except RecursionError:
         raise CanonicalJsonError("/", "nesting too deep") from None
-    return value, None
+    try:
+        _LOSSLESS.decode(line.decode("utf-8-sig", "surrogatepass"))
+    except UnicodeDecodeError:
+        raise CanonicalJsonError("/", "not UTF-8") from None
+    # The record as its canonical form reads (JavaScript's one number type: `1.0` is the
+    # integer 1); the hash is the same either way.
+    return _CANONICAL_READER.decode(canonical), None
+
+
+def _lossless_float(text: str) -> float:
+    """Refuse a literal whose decimal value differs from its double's shortest form's."""
+    number = float(text)
+    if math.isfinite(number) and Decimal(text) != Decimal(repr(number)):
+        raise CanonicalJsonError("/", "number does not survive parsing")
+    return number
+
+
+# A version 1 line may print a number in any form that denotes the value its double prints as
+# ("lossless canonical numbers"): `829.1700` and `8.2917e2` are 829.17, while
+# `829.17000000000000000001` also reads as 829.17 but says more than the double holds: refused.
+# Runs after ``loads_strict``, which has refused everything else the profile refuses.
+_LOSSLESS: Final = json.JSONDecoder(parse_float=_lossless_float)
+_CANONICAL_READER: Final = msgspec.json.Decoder()
 
 
 class CassetteParser:

@@ -204,11 +204,16 @@ def parent_key(start: StartRequest, child_keys: Mapping[str, str]) -> str:
 
 
 def call_key(
-    parent: str, label: str | None, request_fp: str, parent_fp: str, occurrence: int
+    parent: str, label: str | None, request_fp: str, occurrence: int, *, parent_fp: str | None = None
 ) -> str:
-    """Return the diagnostic ``callKey`` ``<parent>/<label>-<rf12>.<pcf8>~<occurrence>``."""
+    """Return the diagnostic ``callKey`` ``<parent>/<label>-<rf12>~<occurrence>``.
+
+    With ``parent_fp`` (the caller found that key taken: the same request under another
+    parent context, whose occurrences count from 1 again) it is ``<label>-<rf12>.<pcf8>~<n>``.
+    """
     slug = _SLUG.sub("-", label or "").strip("-")[:32] or "call"
-    return f"{parent}/{slug}-{request_fp[7:19]}.{parent_fp[7:15]}~{occurrence}"
+    context = "" if parent_fp is None else f".{parent_fp[7:15]}"
+    return f"{parent}/{slug}-{request_fp[7:19]}{context}~{occurrence}"
 
 
 def request_metadata(request: FullRequest) -> RequestMetadata:

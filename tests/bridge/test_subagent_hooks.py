@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from msgspec import UNSET
 
 from bridge.later import Later
 from bridge.protocol import (
+    ReplayFacts,
     RunOutcome,
     SubagentDecision,
     SubagentOutcomeParams,
@@ -19,6 +22,7 @@ from bridge.protocol import (
 )
 from bridge.subagent_hooks import SubagentHooks
 from bridge.trace import Trace
+from python_core.cassette_io import seal_mapping
 from python_core.subagent_cassette.config import parse_section
 from python_core.subagent_cassette.format import Capabilities
 
@@ -119,3 +123,38 @@ async def test_replay_never_warns(tmp_path: Path) -> None:
     errors, notes = await hooks.close()
     assert errors == [] and not any("SUBAGENT_CHILD_FAILED" in note for note in notes)
 
+
+
+@pytest.mark.anyio
+async def test_replay_exposes_the_recorded_provider_facts_and_record_the_live_ones(tmp_path: Path) -> None:
+    _, _, path = await _record(tmp_path, [_result("completed")])
+    header = json.loads(path.read_bytes().splitlines()[0])
+    header["provider"]["capabilities"]["persona"] = False
+    header["provider"]["inheritsParentContext"] = True
+    # Header only: the cassette is opened, not replayed.
+    path.write_bytes(seal_mapping({k: v for k, v in header.items() if k != "hash"})[1])
+    facts = _open(tmp_path, "replay").setup.replayFacts
+    assert isinstance(facts, ReplayFacts)
+    shown = (facts.capabilities.persona, facts.capabilities.depthLimit, facts.inheritsParentContext)
+    assert shown == (False, True, True)
+    path.unlink()
+    assert _open(tmp_path, "record").setup.replayFacts is UNSET
+
+
+@pytest.mark.parametrize(("tool_filter", "reason"), [
+    ({"allow": "read"}, "Expected `array`, got `str` - at `$.request.toolFilter.allow`"),
+    ({"deny": [1]}, "Expected `str`, got `int` - at `$.request.toolFilter.deny[0]`"),
+    ({"only": ["read"]}, "Object contains unknown field `only` - at `$.request.toolFilter`"),
+    ([], "Expected `object`, got `array` - at `$.request.toolFilter`"),
+])
+def test_a_tool_filter_outside_allow_deny_is_refused_before_any_decision(
+    tool_filter: Any, reason: str,
+) -> None:
+    # The params are decoded before the cassette decides, so the upstream is never started.
+    wire = msgspec.json.encode({"request": {"prompt": [], "toolFilter": tool_filter}, "parent": {"sessionId": "s"}})
+    with pytest.raises(msgspec.ValidationError) as info:
+        msgspec.json.decode(wire, type=SubagentStartParams)
+    assert str(info.value) == reason
+    ok = msgspec.json.encode({"request": {"prompt": [], "toolFilter": {"allow": [], "deny": ["x"]}},
+                              "parent": {"sessionId": "s"}})
+    assert msgspec.json.decode(ok, type=SubagentStartParams).request.toolFilter is not None

@@ -17,6 +17,7 @@ cannot capture.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -31,6 +32,7 @@ from dshrun import ROOT
 from bridge.hostenv import HostEnv
 from bridge.pytest_plugin import DshRunner
 from bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
+from python_core.canonical import canonical_bytes, digest
 from python_core.session_log import project_key
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
@@ -157,6 +159,72 @@ def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, Ru
     assert list(_results(replay).values()) == [(False, "mock run complete: 1 step, 1 tool call")]
     assert _results(replay) == _results(record)
     assert cassette.read_bytes() == cassette_bytes
+
+
+def _sha256(record: dict[str, Any]) -> str:
+    """The format's digest, computed independently of the product (ASCII keys, plain numbers)."""
+    body = {k: v for k, v in record.items() if k != "hash"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_a_real_recording_has_the_documented_shapes(recorded: tuple[Path, RunResult]) -> None:
+    # What another implementation reads: exact key sets, digests and chain, timing at
+    # microsecond precision (the host measures with performance.now()), canonical lines.
+    lines = (recorded[0] / CASSETTE).read_bytes().splitlines()
+    header, interaction = (json.loads(line) for line in lines)
+    assert set(header) == {"kind", "format", "version", "cassetteId", "createdAt", "target", "provider",
+                           "requestStorage", "redactSecrets", "redactionPatterns", "hash"}
+    assert (header["kind"], header["format"], header["version"], header["target"]) == (
+        "cassette/header", "dsh-subagent-cassette", 2, {"dshSubagent": "0.1.0-rc.8"})
+    assert set(header["provider"]) == {"cassette", "upstream", "capabilities", "inheritsParentContext", "continuable"}
+    assert set(header["provider"]["capabilities"]) == {"outputSchema", "depthLimit", "toolFilter", "persona"}
+    assert (header["requestStorage"], header["redactSecrets"], header["redactionPatterns"]) == ("metadata", True, [])
+    assert set(interaction) == {"kind", "sequence", "callKey", "parentKey", "parentContextFingerprint", "occurrence",
+                                "requestFingerprint", "request", "timing", "published", "local", "outcome",
+                                "previousHash", "hash"}
+    assert (interaction["sequence"], interaction["occurrence"], interaction["parentKey"]) == (1, 1, "root")
+    assert interaction["callKey"] == f"root/audit-{interaction['requestFingerprint'][7:19]}~1"
+    assert interaction["request"]["storage"] == "metadata"
+    assert set(interaction["request"]["metadata"]) <= {"label", "promptBlocks", "promptBytes", "hasOutputSchema",
+                                                       "maxDepth", "childProvider", "childModel", "toolFilter",
+                                                       "hasPersona"}
+    assert interaction["request"]["metadata"]["promptBytes"] == len(CHILD_PROMPT.encode())
+    timing = interaction["timing"]
+    assert set(timing) <= {"startedAt", "startLatencyMs", "durationMs", "signalAbortedAtMs", "disposeCalledAtMs"}
+    assert all(round(v, 3) == v for k, v in timing.items() if k != "startedAt"), timing
+    assert 0 <= timing["startLatencyMs"] <= timing["durationMs"]
+    assert (interaction["published"], interaction["local"]) == (True, True)
+    outcome = interaction["outcome"]
+    assert (set(outcome), outcome["kind"], outcome["redactions"]) == ({"kind", "result", "redactions"}, "result", 0)
+    assert outcome["result"]["stopReason"] == "completed"
+    assert header["hash"] == _sha256(header)
+    assert (interaction["previousHash"], interaction["hash"]) == (header["hash"], _sha256(interaction))
+    assert [json.dumps(r, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+            for r in (header, interaction)] == lines
+
+
+def test_replay_shows_the_host_the_recorded_provider_facts(
+    dsh: DshRunner, tmp_path: Path, recorded: tuple[Path, RunResult],
+) -> None:
+    # The recording says its provider had no depth limit; the live spawn has one. Replay shows
+    # the recorded facts, and rc.8's subagent tool (it always sends maxDepth) does not mount on
+    # a provider without one: the delegation fails before any start().
+    cwd = _elsewhere(tmp_path, recorded[0] / CASSETTE, "narrowed")
+    header, interaction = (json.loads(line) for line in (cwd / CASSETTE).read_bytes().splitlines())
+    header["provider"]["capabilities"]["depthLimit"] = False
+    header["hash"] = digest({k: v for k, v in header.items() if k != "hash"})
+    interaction["previousHash"] = header["hash"]
+    interaction["hash"] = digest({k: v for k, v in interaction.items() if k != "hash"})
+    (cwd / CASSETTE).write_bytes(b"".join(canonical_bytes(r) + b"\n" for r in (header, interaction)))
+    assert _cli("verify", str(cwd / CASSETTE)).returncode == 0
+
+    replay = _fixture_run(dsh, TRANSPARENT, "none", _task(CHILD_PROMPT), cwd=cwd)
+
+    [(is_error, text)] = _results(replay).values()
+    assert (is_error, text) == (True, 'Error: unknown tool "subagent"')
+    assert _replayed(replay) == (0, 0, 1)
+    assert replay.child_session_ids == [] and _bodies(cwd) == []
 
 
 def test_a_child_that_failed_is_published_with_one_warning_and_replays_its_failure(dsh: DshRunner) -> None:

@@ -9,7 +9,7 @@ const CAPS = { outputSchema: true, depthLimit: true, toolFilter: false, persona:
 const ABORTED = { output: [], stopReason: 'aborted', diagnostic: 'named by the sidecar' }
 
 /** The provider installed on a fake ctx; `answer(method, params)` plays the sidecar. */
-function setup(answer, upstream) {
+function setup(answer, upstream, config = SETUP) {
   const listeners = new Map()
   const registered = []
   const ctx = {
@@ -25,7 +25,7 @@ function setup(answer, upstream) {
     request: async (method, params) => { requests.push({ method, params }); return answer(method, params) },
     notify: (method, params) => notes.push({ method, params }),
   }
-  installSubagentProvider(ctx, rpc, SETUP)
+  installSubagentProvider(ctx, rpc, config)
   return { on: (name) => listeners.get(name), registered, requests, notes }
 }
 
@@ -63,6 +63,13 @@ test('the cassette provider mirrors the upstream facts and sends them once', asy
     ['cassette', CAPS, false, false],
   )
   assert.deepEqual(requests, [{ method: 'subagent/hello', params: { name: 'spawn', capabilities: CAPS, inheritsParentContext: false, continuable: false } }])
+})
+
+test('a replaying cassette exposes the recorded provider facts, and still says hello with the live ones', async () => {
+  const recorded = { capabilities: { ...CAPS, depthLimit: false }, inheritsParentContext: true }
+  const { registered, requests } = setup(() => ({}), upstreamProvider(() => ({})), { ...SETUP, replayFacts: recorded })
+  assert.deepEqual([registered[0].capabilities, registered[0].inheritsParentContext], [recorded.capabilities, true])
+  assert.deepEqual(requests[0].params, { name: 'spawn', capabilities: CAPS, inheritsParentContext: false, continuable: false })
 })
 
 test('start sends the parent as the host shows it: raw depths and origin, only the event types Python named', async () => {

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,3 +189,12 @@ def test_diff_of_incomparable_cassettes_exits_2(pair: tuple[Path, Path], monkeyp
 
 def test_usage_errors_exit_2() -> None:
     assert run("diff", "only-one").exit_code == 2
+
+
+def test_the_commands_are_also_the_dsh_subagent_cassette_program(pair: tuple[Path, Path]) -> None:
+    # The name the format's own implementation ships its CLI under, next to dsh-sidecar's group.
+    program = Path(sys.executable).with_name("dsh-subagent-cassette")
+    for args, code in ((["verify", str(pair[0])], 0), (["diff", str(pair[0]), str(pair[1])], 0),
+                       (["verify", str(pair[0].with_name("missing.jsonl"))], 1)):
+        done = subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60, check=False)
+        assert (done.returncode, done.stdout, done.stderr) == (code, run(*args).stdout, run(*args).stderr)

@@ -247,6 +247,92 @@ def test_unrepresentable_delay_is_invalid_config(
         replay.on_start(make_start())
 
 
+def test_timing_is_stored_at_microsecond_precision(
+    tmp_path: Path, open_cassette: Open, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # The host measures with performance.now(); the format stores ms rounded to 3 decimals.
+    path = tmp_path / "timing.cassette.jsonl"
+    record = open_cassette(path)
+    settled = make_outcome()
+    timing = msgspec.structs.replace(
+        settled.timing, startLatencyMs=4.00049999, durationMs=40.1234567,
+        signalAbortedAtMs=1.2345678, disposeCalledAtMs=0.0000004,
+    )
+    record.on_outcome(_forward(record, make_start()).handle, msgspec.structs.replace(settled, timing=timing))
+    assert record.close().errors == ()
+    stored = records_of(path)[1]["timing"]
+    assert (stored["startLatencyMs"], stored["durationMs"]) == (4.0, 40.123)
+    assert (stored["signalAbortedAtMs"], stored["disposeCalledAtMs"]) == (1.235, 0)
+
+
+def test_unrepresentable_delay_consumes_nothing(
+    record_file: Any, open_cassette: Open, make_start: Any, make_outcome: Any
+) -> None:
+    path = record_file([(make_start(), make_outcome(duration=1.7e308))])
+    replay = open_cassette(path, mode="replay", timing="recorded", speed=0.001)
+    with pytest.raises(ConfigError):
+        replay.on_start(make_start())
+    stats = replay.close().stats
+    assert (stats.replayed, stats.unconsumed) == (0, 1)
+
+
+def test_error_messages_are_redacted_when_recorded(
+    record_file: Any, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    path = record_file([
+        (make_start(label="a"), make_outcome(kind="start-error", published=False, local=False,
+                                              text=f"auth failed for {SECRET}")),
+        (make_start(label="b"), make_outcome(kind="result-error", text=f"lost {SECRET}")),
+    ])
+    assert SECRET.encode() not in path.read_bytes()
+    errors = [r["outcome"] for r in records_of(path)[1:]]
+    assert [e["error"]["message"] for e in errors] == ["auth failed for [REDACTED]", "lost [REDACTED]"]
+    # This version records no error-redaction count.
+    assert all(set(e) == {"kind", "error"} for e in errors)
+
+
+def test_a_result_with_no_canonical_form_is_recorded_as_a_result_error(
+    tmp_path: Path, open_cassette: Open, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # A post-publication serialization failure is the format's result-error: the recording
+    # goes on (the live caller keeps its result) and replay rejects the run's result.
+    path = tmp_path / "unsafe.cassette.jsonl"
+    record = open_cassette(path)
+    handle = _forward(record, make_start()).handle
+    record.on_outcome(handle, make_outcome(structured={"id": 2**60}))
+    assert record.close().errors == ()
+    stored = records_of(path)[1]
+    assert (stored["published"], stored["outcome"]) == (True, {"kind": "result-error", "error": {
+        "name": "CassetteSerializationError",
+        "message": "the result has no canonical JSON form: integer outside +-(2^53-1) at /structured/id",
+    }})
+    replayed = open_cassette(path, mode="replay").on_start(make_start())
+    assert isinstance(replayed, Replay) and isinstance(replayed.outcome, ResultErrorOutcome)
+
+
+def test_call_keys_have_the_format_shape_and_stay_unique(
+    tmp_path: Path, open_cassette: Open, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # The same request again after the parent's history grew: another parent context, so
+    # occurrence 1 of another group; its key takes the parent context digest to stay unique.
+    first = make_start()
+    retry = make_start(events=[*first.parentEvents, *first.parentEvents])
+    path = tmp_path / "keys.cassette.jsonl"
+    record = open_cassette(path)
+    for start in (first, retry, first):
+        record.on_outcome(_forward(record, start).handle, make_outcome())
+    assert record.close().errors == ()
+    keys = [r["callKey"] for r in records_of(path)[1:]]
+    rf = records_of(path)[1]["requestFingerprint"][7:19]
+    pcf = records_of(path)[2]["parentContextFingerprint"][7:15]
+    assert keys == [f"root/audit-{rf}~1", f"root/audit-{rf}.{pcf}~1", f"root/audit-{rf}~2"]
+    appended = open_cassette(path, writeMode="append")
+    appended.on_outcome(_forward(appended, retry).handle, make_outcome())
+    assert appended.close().errors == ()
+    assert records_of(path)[4]["callKey"] == f"root/audit-{rf}.{pcf}~2"
+    assert load(path).count == 4
+
+
 def test_start_error_is_recorded_unpublished_and_replayed(
     record_file: Any, open_cassette: Open, make_start: Any, make_outcome: Any
 ) -> None:

@@ -8,7 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from python_core.canonical import digest
 from python_core.subagent_cassette.errors import InvalidStartRequest
+from python_core.subagent_cassette.format import to_json
 from python_core.subagent_cassette.identity import (
     StartRequest,
     call_key,
@@ -17,6 +19,8 @@ from python_core.subagent_cassette.identity import (
     request_fingerprint,
     request_metadata,
 )
+
+from .conftest import SECRET
 
 
 def _snapshot(cwd: str) -> dict[str, Any]:
@@ -154,12 +158,13 @@ def test_parent_key_uses_recorded_child_then_origin(make_start: Any) -> None:
     assert parent_key(nested, {}) == "unknown-subagent@2"
 
 
-def test_call_key_slugs_the_label() -> None:
+def test_call_key_has_the_format_shape_and_slugs_the_label() -> None:
+    # <parentKey>/<label>-<first 12 hex of the request fingerprint>~<occurrence>
     rf, pcf = "sha256:" + "a" * 64, "sha256:" + "b" * 64
-    assert call_key("root", "audit the/\nthing", rf, pcf, 2) == (
-        "root/audit-the-thing-aaaaaaaaaaaa.bbbbbbbb~2"
-    )
-    assert call_key("root", None, rf, pcf, 1) == "root/call-aaaaaaaaaaaa.bbbbbbbb~1"
+    assert call_key("root", "audit the/\nthing", rf, 2) == "root/audit-the-thing-aaaaaaaaaaaa~2"
+    assert call_key("root", None, rf, 1) == "root/call-aaaaaaaaaaaa~1"
+    # Only when that key is taken in the file (same request under another parent context).
+    assert call_key("root", "audit", rf, 1, parent_fp=pcf) == "root/audit-aaaaaaaaaaaa.bbbbbbbb~1"
 
 
 def test_metadata_view_counts_prompt_without_text(make_start: Any) -> None:
@@ -181,3 +186,17 @@ def test_metadata_view_counts_prompt_without_text(make_start: Any) -> None:
         "toolFilter": {"allow": ["read"]},
         "hasPersona": True,
     }
+
+
+def test_request_fingerprint_is_the_digest_of_the_full_view_before_redaction(
+    record_file: Any, make_start: Any, make_outcome: Any, records_of: Any
+) -> None:
+    # The normalized request is what the full view stores: with nothing to redact, the stored
+    # value's digest is the fingerprint; with a secret, the fingerprint is of the unredacted one.
+    plain = make_start(text="nothing secret here")
+    secret = make_start(text=f"use {SECRET}")
+    records = records_of(record_file([(plain, make_outcome()), (secret, make_outcome())], requestView="full"))
+    first, second = records[1], records[2]
+    assert first["request"]["redactions"] == 0 and first["requestFingerprint"] == digest(first["request"]["value"])
+    assert second["request"]["redactions"] == 1 and second["requestFingerprint"] != digest(second["request"]["value"])
+    assert second["requestFingerprint"] == digest(to_json(secret.request))

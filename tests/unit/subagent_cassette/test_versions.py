@@ -92,7 +92,7 @@ def test_a_v1_file_written_from_the_v1_schema_verifies(v1_file: Path) -> None:
 
 @pytest.mark.parametrize(("version", "provider_extra", "target", "message"), [
     (1, {"continuable": True}, "0.1.0-rc.7", "provider.continuable is not a field of version 1"),
-    (1, {}, "0.1.0-rc.8", "version 1 targets dsh-subagent 0.1.0-rc.7"),
+    (1, {}, "0.1.0-rc.6", "version 1 targets dsh-subagent 0.1.0-rc.7 (or 0.1.0-rc.8)"),
     (2, {}, "0.1.0-rc.8", "provider.continuable is required in version 2"),
     (3, {}, "0.1.0-rc.8", "version is not 1 or 2"),
 ])
@@ -106,6 +106,22 @@ def test_each_version_has_exactly_its_own_header(
     with pytest.raises(SidecarError) as info:
         verify_file(path)
     assert message in str(info.value)
+
+
+def test_a_v1_file_an_rc8_writer_stamped_with_its_target_verifies_and_replays(
+    record_file: Any, records_of: Any, sealed: Any, open_cassette: Any, make_start: Any, tmp_path: Path,
+) -> None:
+    # Another implementation of the v1 format retargeted to rc.8 keeps version 1 and the v1
+    # header (no provider.continuable) and stamps the host it ran on.
+    records = _to_v1(records_of(record_file()))
+    records[0]["target"] = {"dshSubagent": "0.1.0-rc.8"}
+    path = tmp_path / "v1-rc8.cassette.jsonl"
+    path.write_bytes(sealed(records))
+    assert verify_file(path).header.target.dshSubagent == "0.1.0-rc.8"
+    assert CliRunner().invoke(cli, ["verify", str(path)]).exit_code == 0
+    replay = open_cassette(path, mode="replay")
+    assert isinstance(replay.on_start(make_start()), Replay)
+    assert replay.close().errors == ()
 
 
 def test_a_v1_file_needs_no_canonical_key_order_whitespace_or_number_form(v1_file: Path) -> None:
@@ -171,3 +187,52 @@ def test_appending_a_v2_writer_to_a_v1_file_is_refused(
         open_cassette(v1, writeMode="append")
     assert str(info.value).startswith("APPEND_INCOMPATIBLE")
     assert "version" in str(info.value)
+
+
+def _v1_line_edit(v1_file: Path, old: bytes, new: bytes) -> None:
+    """Replace number text in a v1 document (v1 hashes the re-canonicalised record, so it holds)."""
+    data = v1_file.read_bytes()
+    assert old in data
+    v1_file.write_bytes(data.replace(old, new))
+
+
+@pytest.mark.parametrize(
+    "text", [b'"durationMs":829.170000000000000000001', b'"startLatencyMs":14.2200000000000000001']
+)
+def test_a_v1_number_that_does_not_survive_parsing_is_refused(v1_file: Path, text: bytes) -> None:
+    # The format's numbers are lossless: text that reads back as another number is refused.
+    field = text.split(b":")[0]
+    _v1_line_edit(v1_file, field + b":" + (b"829.17" if b"duration" in field else b"14.22"), text)
+    with pytest.raises(SidecarError) as info:
+        verify_file(v1_file)
+    assert str(info.value) == "CASSETTE_FORMAT_ERROR: v1.cassette.jsonl:2: number does not survive parsing at /"
+
+
+def test_v1_numbers_are_read_as_javascript_reads_them(v1_file: Path) -> None:
+    # Another writer may print an integral number as 1.0 or a float with trailing zeros: the
+    # value is what counts (JavaScript has one number type), so `1.0` is a valid sequence.
+    _v1_line_edit(v1_file, b'"sequence":1,', b'"sequence":1.0,')
+    _v1_line_edit(v1_file, b'"durationMs":829.17', b'"durationMs":829.1700')
+    cassette = load(v1_file)
+    assert (cassette.interactions[0].sequence, cassette.interactions[0].timing.durationMs) == (1, 829.17)
+
+
+def test_a_line_that_is_not_utf8_is_refused_by_name(v1_file: Path) -> None:
+    lines = v1_file.read_bytes().splitlines(keepends=True)
+    v1_file.write_bytes(lines[0] + lines[1].decode().replace(":829.17", ":829.1700").encode("utf-16"))
+    with pytest.raises(SidecarError) as info:
+        verify_file(v1_file)
+    assert str(info.value) == "CASSETTE_FORMAT_ERROR: v1.cassette.jsonl:2: not UTF-8 at /"
+
+
+def test_two_v1_files_of_different_targets_are_not_comparable(
+    record_file: Any, records_of: Any, sealed: Any, tmp_path: Path,
+) -> None:
+    records = _to_v1(records_of(record_file()))
+    rc7, rc8 = tmp_path / "rc7.cassette.jsonl", tmp_path / "rc8.cassette.jsonl"
+    rc7.write_bytes(sealed(records))
+    records[0]["target"] = {"dshSubagent": "0.1.0-rc.8"}
+    rc8.write_bytes(sealed(records))
+    result = CliRunner().invoke(cli, ["diff", str(rc7), str(rc8)])
+    assert result.exit_code == 2
+    assert "NOT_COMPARABLE: header target.dshSubagent differs" in result.output
