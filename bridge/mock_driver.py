@@ -76,9 +76,12 @@ class MockDriver:
         # so a replay script may call them (set by the sidecar once the cassette is open).
         self.replayed_delegation: frozenset[str] = frozenset()
 
-    def observe(self, call_id: str, tool: str, is_error: bool, code: str | None, message: str | None = None) -> None:
+    def observe(
+        self, session_id: str | None, call_id: str, tool: str, is_error: bool, code: str | None,
+        message: str | None = None,
+    ) -> None:
         """Hand a final tool outcome (from ``tools/result``) to the machine, which keeps awaited ones."""
-        self.turns.observe(call_id, ToolOutcome(tool, is_error, code, message))
+        self.turns.observe(session_id, call_id, ToolOutcome(tool, is_error, code, message))
 
     def command(self, params: MockCommandParams) -> MockCommandResult:
         """Check a slash command's grammar; the shim then queues it as a followup turn."""
@@ -94,7 +97,7 @@ class MockDriver:
             return PreStepResult(mock=False)
         session, turn = params.sessionId, params.turn
         try:
-            self.turns.check_fresh(session, turn)
+            self.turns.check_fresh(session, turn, params.step)
             plan = assemble_plan(
                 text, session_id=session, turn=turn, cwd=params.cwd,
                 default_gap_ms=self.config.default_gap_ms, nested_tools=self.config.nested_tools,

@@ -186,13 +186,18 @@ class PostExecuteDecision(_Closed):
 
 
 class ResultParams(_Closed):
-    """``tools/result`` (notification): the frozen final outcome of a call."""
+    """``tools/result`` (notification): the frozen final outcome of a call.
+
+    ``sessionId`` is the calling agent's session (null when the host names no agent): the mock
+    keeps an outcome for the session whose plan awaits it.
+    """
 
     handle: str
     path: str | None
     tool: str
     callId: str
     result: ToolResult
+    sessionId: str | None = None
 
 
 class SeenResult(_Closed):

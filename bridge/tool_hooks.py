@@ -146,7 +146,7 @@ class ToolHooks:
         if self.mock is not None:
             result = params.result
             message = None if result.error is UNSET else result.error.message
-            self.mock.observe(params.callId, params.tool, result.isError, _code(result), message)
+            self.mock.observe(params.sessionId, params.callId, params.tool, result.isError, _code(result), message)
         cassette = self._selected(params.tool)
         if cassette is not None:
             try:

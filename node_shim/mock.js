@@ -18,6 +18,10 @@ import { messageOf } from './rpc.js'
  * @typedef {import('@deepseek-ai/dsh-llm').LlmModelInfo} LlmModelInfo
  */
 
+// The display names of the route's provider and its one model (docs/mock.md).
+const PROVIDER_NAME = 'Mock'
+const MODEL_NAME = 'Deterministic Mock Model'
+
 /**
  * A chunk stream for one complete response Python decided.
  * @param {import('./types').LlmResponse} response @returns {Generator<StreamChunk>}
@@ -82,13 +86,13 @@ export function installMockRoute(ctx, rpc) {
 
   class SidecarAdapter extends LlmAdapter {
     /** @param {string} provider */
-    providerInfo(provider) { return { id: provider, name: 'dsh-sidecar mock' } }
+    providerInfo(provider) { return { id: provider, name: PROVIDER_NAME } }
     /** @param {string} provider */
     providerRetryPolicy(provider) { return resolveRetryPolicy({ mode: 'normal', maxRetries: 0 }, `mock ${provider}`) }
     /** @param {string} provider @returns {Promise<LlmModelInfo[]>} */
-    async listModels(provider) { return [{ provider, id: 'mock', name: 'dsh-sidecar mock', inputModalities: ['text'] }] }
+    async listModels(provider) { return [{ provider, id: 'mock', name: MODEL_NAME, inputModalities: ['text'] }] }
     /** @param {string} provider @param {string} model */
-    async resolveModel(provider, model) { return { provider, id: model, name: 'dsh-sidecar mock', context: { contextWindow: 1_000_000 } } }
+    async resolveModel(provider, model) { return { provider, id: model, name: MODEL_NAME, context: { contextWindow: 1_000_000 } } }
     /** @param {GenerateOptions} options @returns {AsyncGenerator<StreamChunk>} */
     async *stream(options) {
       const sessionId = String(options.sessionId ?? '')

@@ -107,6 +107,7 @@ export function installToolHooks(ctx, rpc, ask = true) {
   ctx.on('tools/result', (exec, result) => {
     rpc.notify('tools/result', {
       handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result,
+      sessionId: exec.agent === undefined ? null : String(exec.agent.id),
     })
   })
 }

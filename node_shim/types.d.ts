@@ -177,7 +177,7 @@ export interface Methods {
 
 /** Every notification the shim sends, with its params. */
 export interface Notifications {
-  'tools/result': { handle: string, path: string | null, tool: string, callId: string, result: WireResult }
+  'tools/result': { handle: string, path: string | null, tool: string, callId: string, result: WireResult, sessionId: string | null }
   'mock/session-end': { sessionId: string }
   'subagent/published': { handle: CallHandle, childId: string }
   'session/turn': { sessionId: string, turn: number, phase: 'start' | 'end', reason?: string | null }

@@ -9,6 +9,7 @@ replay source is the only I/O (read-only, ``source.read_source``).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection, Sequence
 from typing import Literal
 
@@ -67,9 +68,8 @@ def assemble_plan(
         )
     path = resolve_replay_path(command.path, session_cwd=cwd, allowed_roots=sessions_roots)
     name = source_name_for(command.path)
-    source_format, script = load_source(
-        read_source(path, source=name), source_name=name, preserve_timing=True
-    )
+    data = read_source(path, source=name)
+    source_format, script = load_source(data, source_name=name, preserve_timing=True)
     # A replayed nested tool would run its children live: refuse it up front. A `run` names
     # its calls explicitly, so it may delegate (that is how subagents are tested).
     nested = (DEFAULT_NESTED_TOOLS | set(nested_tools)) - set(replayed_delegation)
@@ -77,8 +77,19 @@ def assemble_plan(
     return MockPlan(
         script, session_id=session_id, turn_id=str(turn), mode="replay",
         source_format=source_format, overwrite_wait_ms=command.overwrite_wait_ms,
-        default_gap_ms=default_gap_ms, source_name=name,
+        default_gap_ms=default_gap_ms, source_name=name, call_id_tag=_source_tag(data),
     )
+
+
+def _source_tag(data: bytes) -> str:
+    """``r`` and 8 hex digits of the source's digest: the call-id tag of its replays.
+
+    A log written by a mock turn holds that turn's minted ids, and the converted script holds
+    none, so a replay at the same turn number would mint them again. A digest of the bytes that
+    hold those ids is not among them (short of a 1 in 2^32 collision); the same file always
+    gives the same ids, so a replay stays deterministic.
+    """
+    return "r" + hashlib.sha256(data).hexdigest()[:8]
 
 
 def refused_turn_status(error: SidecarError, text: str, *, session_id: str, turn: int) -> MockStatus:

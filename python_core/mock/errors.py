@@ -15,6 +15,7 @@ __all__ = [
     "InvalidArgsStop",
     "InvalidCommand",
     "InvalidScript",
+    "MidTurnMockCommand",
     "MissingResult",
     "MissingSessionId",
     "MockCancelled",
@@ -213,6 +214,20 @@ class DuplicateMockTurn(MockError):
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"mock turn {turn_id[:80]} already has a live plan in this session")
         self.turn_id = turn_id
+
+
+class MidTurnMockCommand(MockError):
+    """A ``/mock`` text entered a later step of a running ordinary turn (a steered message).
+
+    rc.8 joins a steered message to the running turn, so a plan started there would take the
+    turn's own earlier tool results as its first results. The turn is refused instead.
+    """
+
+    code = "MID_TURN_MOCK_COMMAND"
+
+    def __init__(self, step: int) -> None:
+        super().__init__(f"a /mock command starts its own turn; this one entered step {step} of a running turn")
+        self.step = step
 
 
 class SessionsDisposed(MockError):

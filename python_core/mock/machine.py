@@ -7,8 +7,10 @@ that reaches it is forgotten, so memory is bounded by the turns in flight. Sans-
 bridge sleeps the waits and maps the wire; every decision about a turn is made here. Inside a
 running turn, the plan's own table (``plan.TRANSITIONS``) decides each response.
 
-Tool outcomes (``tools/result``) are kept only for calls a live plan emitted and has not yet
-judged; every other result (the ordinary turns of a session) is dropped on arrival.
+Tool outcomes (``tools/result``) are kept by (session id, call id), only for calls a live plan
+emitted and has not yet judged; every other result (the ordinary turns of a session) is dropped
+on arrival. Call ids are minted per turn number, so sessions share them: the session id keeps
+one session's outcome from being judged in another.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Final, Literal
 import msgspec
 
 from python_core.errors import SidecarError
-from python_core.mock.errors import DuplicateMockTurn, MockIllegalEvent, SessionsDisposed
+from python_core.mock.errors import DuplicateMockTurn, MidTurnMockCommand, MockIllegalEvent, SessionsDisposed
 from python_core.mock.plan import Action, EmitToolCalls, MockPlan, MockStatus, ObservedResult
 from python_core.mock.reasons import refusal_hint
 
@@ -120,10 +122,10 @@ class MockTurns:
         # session -> its latest mock turn, and the real route to restore after it.
         self._mock_turn: dict[str, int] = {}
         self._restore: dict[str, ModelRoute] = {}
-        # call id -> the turns awaiting it (ids are minted per turn number, so two sessions'
-        # first turns share them), and the outcomes that arrived for awaited calls only.
-        self._awaited: dict[str, set[tuple[str, int]]] = {}
-        self._outcomes: dict[str, ToolOutcome] = {}
+        # (session, call id) -> the turns awaiting it, and the outcomes that arrived for awaited
+        # calls only. Ids are minted per turn number, so two sessions' first turns share them.
+        self._awaited: dict[tuple[str, str], set[tuple[str, int]]] = {}
+        self._outcomes: dict[tuple[str, str], ToolOutcome] = {}
         # How many turns were refused, and their distinct fixes in order (a few sentences).
         self._refusals = 0
         self._fixes: dict[str, None] = {}
@@ -152,26 +154,30 @@ class MockTurns:
 
     def _release(self, key: tuple[str, int], record: _Turn) -> None:
         for call_id in record.awaiting:
-            waiters = self._awaited.get(call_id)
+            call = (key[0], call_id)
+            waiters = self._awaited.get(call)
             if waiters is None:
                 continue
             waiters.discard(key)
             if not waiters:
-                del self._awaited[call_id]
-                self._outcomes.pop(call_id, None)
+                del self._awaited[call]
+                self._outcomes.pop(call, None)
         record.awaiting = ()
 
-    def check_fresh(self, session_id: str, turn: int) -> None:
-        """Refuse a ``/mock`` command entering a turn that already is a mock turn.
+    def check_fresh(self, session_id: str, turn: int, step: int = 1) -> None:
+        """Refuse a ``/mock`` command entering a mock turn, or a later step of an ordinary turn.
 
         Raises:
             SessionsDisposed: the machine was disposed.
             DuplicateMockTurn: the turn already has a record.
+            MidTurnMockCommand: the command entered step 2 or later of an ordinary turn.
         """
         if self._disposed:
             raise SessionsDisposed()
         if (session_id, turn) in self._turns:
             raise DuplicateMockTurn(str(turn))
+        if step > 1:
+            raise MidTurnMockCommand(step)
 
     def begin(self, plan: MockPlan, turn: int) -> MockPlan:
         """Start the mock turn ``turn`` of ``plan.session_id`` with its plan.
@@ -238,10 +244,14 @@ class MockTurns:
             return restore
         return None
 
-    def observe(self, call_id: str, outcome: ToolOutcome) -> None:
-        """Keep a final tool outcome if a live plan awaits the call; drop it otherwise."""
-        if call_id in self._awaited:
-            self._outcomes[call_id] = outcome
+    def observe(self, session_id: str | None, call_id: str, outcome: ToolOutcome) -> None:
+        """Keep a final tool outcome of ``session_id`` if a live plan there awaits the call.
+
+        An outcome of no known session (the host named no agent) is dropped: it cannot be told
+        apart from another session's call with the same id.
+        """
+        if session_id is not None and (session_id, call_id) in self._awaited:
+            self._outcomes[(session_id, call_id)] = outcome
 
     def respond(self, session_id: str, turn: int, seen: Sequence[SeenResult]) -> Action:
         """Judge what the model saw and return the plan's next response (before its wait).
@@ -260,7 +270,7 @@ class MockTurns:
         return plan.next_response(observed)
 
     def _observed(self, session_id: str, result: SeenResult) -> ObservedResult:
-        outcome = self._outcomes.get(result.call_id)
+        outcome = self._outcomes.get((session_id, result.call_id))
         return ObservedResult(
             call_id=result.call_id, tool=result.tool, is_error=result.is_error,
             error_code=None if outcome is None else outcome.code, session_id=session_id,
@@ -281,7 +291,7 @@ class MockTurns:
         record = self._fire(key, "emit")
         record.awaiting = tuple(call.call_id for call in action.calls)
         for call_id in record.awaiting:
-            self._awaited.setdefault(call_id, set()).add(key)
+            self._awaited.setdefault((session_id, call_id), set()).add(key)
 
     def finish(self, session_id: str, turn: int) -> None:
         """The final text or a stop went out: the turn is over."""

@@ -200,8 +200,12 @@ class MockPlan:
         overwrite_wait_ms: int | None = None,
         default_gap_ms: int = DEFAULT_GAP_MS,
         source_name: str | None = None,
+        call_id_tag: str | None = None,
     ) -> None:
         """Build a plan; ``turn_id`` must be unique per mock turn (it prefixes call ids).
+
+        ``call_id_tag`` goes before the turn id in every minted call id: a replay passes a digest
+        of its source, so it never re-emits the ids the source's own mock turn minted.
 
         Raises:
             MissingSessionId: ``session_id`` or ``turn_id`` is empty.
@@ -221,10 +225,11 @@ class MockPlan:
         self._gap = DEFAULT_GAP_MS if gap is None else gap
         self._script_id = script_id(script)
         self._steps = executable_steps(script)
+        prefix = "mock-" if call_id_tag is None else f"mock-{call_id_tag}-"
         self._calls = tuple(
             tuple(
                 ToolCall(
-                    call_id=f"mock-{turn_id}-{k + 1}-{i}",
+                    call_id=f"{prefix}{turn_id}-{k + 1}-{i}",
                     name=member.tool,
                     arguments_json=bytes(member.args).decode(),
                 )

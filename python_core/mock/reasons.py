@@ -34,6 +34,10 @@ _HINTS: Final[dict[str, str]] = {
         "call the tool with `/mock run`, or give the row a subagentCassette section to replay `subagent`"
     ),
     "DUPLICATE_MOCK_TURN": "send one /mock command per turn",
+    "MID_TURN_MOCK_COMMAND": (
+        "send /mock as its own message once the turn has ended, or as the /mock slash command, "
+        "which queues it as the next turn"
+    ),
 }
 # Path rules whose fix is not the general one.
 _PATH_HINTS: Final[dict[str, str]] = {

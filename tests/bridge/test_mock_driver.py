@@ -6,6 +6,7 @@ import tracemalloc
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
@@ -44,6 +45,20 @@ def test_only_the_mock_turn_is_routed_and_the_real_route_comes_back() -> None:
     assert route(d, 2, REAL) is None
 
 
+@pytest.mark.anyio
+async def test_a_command_steered_into_a_later_step_of_an_ordinary_turn_is_refused_not_started() -> None:
+    d = driver()
+    reply = d.pre_step(PreStepParams(sessionId="s1", turn=1, step=2, cwd="/work", texts=['/mock run echo({})']))
+
+    assert reply.mock and reply.status is not None
+    assert (reply.status.error_code, reply.status.card) == ("MID_TURN_MOCK_COMMAND", "invalid-script")
+    assert route(d, 1, REAL) == MOCK_ROUTE
+    refused = await d.stream(stream(d, 1, [SeenResult(callId="call_real", tool="echo", isError=False)]))
+    assert (refused.kind, refused.code) == ("error", "MID_TURN_MOCK_COMMAND")
+    assert d.close() == ["send /mock as its own message once the turn has ended, or as the /mock slash command, "
+                         "which queues it as the next turn"]
+
+
 def test_ordinary_text_does_not_start_a_mock_turn() -> None:
     d = driver()
 
@@ -59,7 +74,7 @@ async def test_a_plan_emits_its_call_then_the_final_text() -> None:
     first = await d.stream(stream(d, 1))
     assert first.kind == "tool-calls"
     (call,) = first.calls
-    d.observe(call.id, "echo", False, None)
+    d.observe("s1", call.id, "echo", False, None)
     final = await d.stream(stream(d, 1, [SeenResult(callId=call.id, tool="echo", isError=False)]))
 
     assert final.kind == "text"
@@ -71,11 +86,34 @@ async def test_an_unknown_tool_result_stops_the_plan_with_its_code() -> None:
     d = driver()
     pre_step(d, '/mock run nope({"x": 1})')
     (call,) = (await d.stream(stream(d, 1))).calls
-    d.observe(call.id, "nope", True, "UNKNOWN_TOOL")
+    d.observe("s1", call.id, "nope", True, "UNKNOWN_TOOL")
 
     stop = await d.stream(stream(d, 1, [SeenResult(callId=call.id, tool="nope", isError=True)]))
 
     assert (stop.kind, stop.code) == ("error", "UNKNOWN_TOOL")
+
+
+@pytest.mark.anyio
+async def test_tools_result_outcomes_are_judged_only_in_their_own_session() -> None:
+    # Both sessions' turn 1 mints the same call id; each failure keeps its own runtime code.
+    d = driver()
+    hooks = ToolHooks.open(None, Trace(None), d)
+    pre_step(d, '/mock run nope({})', session="s1")
+    pre_step(d, '/mock run nope({})', session="s2")
+    (one,) = (await d.stream(stream(d, 1, session="s1"))).calls
+    (two,) = (await d.stream(stream(d, 1, session="s2"))).calls
+    assert one.id == two.id
+    for session, code in (("s1", "UNKNOWN_TOOL"), ("s2", "TOOL_EXECUTION_FAILED")):
+        error = {"message": "failed", "info": {"name": "HarnessError", "code": code}}
+        failed = msgspec.convert({"isError": True, "content": [], "error": error}, ToolResult)
+        hooks.result(
+            ResultParams(handle="h", path="root/0", tool="nope", callId=one.id, result=failed, sessionId=session)
+        )
+
+    seen = [SeenResult(callId=one.id, tool="nope", isError=True)]
+    stops = [await d.stream(stream(d, 1, seen, session=session)) for session in ("s1", "s2")]
+
+    assert [(s.kind, s.code) for s in stops] == [("error", "UNKNOWN_TOOL"), ("error", "TOOL_FAILED")]
 
 
 @pytest.mark.anyio

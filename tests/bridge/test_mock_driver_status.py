@@ -41,7 +41,7 @@ async def test_mock_cancel_overtaking_a_sleeping_wait_keeps_the_progress_at_the_
     d = MockDriver(MockConfig(default_gap_ms=600_000), Trace(None))
     d.pre_step(PreStepParams(sessionId="s1", turn=1, step=1, cwd=str(tmp_path), texts=["/mock replay two.json"]))
     (call,) = (await d.stream(stream_params())).calls
-    d.observe(call.id, "echo", False, None)
+    d.observe("s1", call.id, "echo", False, None)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(d.stream, stream_params([SeenResult(callId=call.id, tool="echo", isError=False)]))

@@ -276,6 +276,10 @@ def test_a_converted_session_log_replays_the_same_tool_calls(dsh: DshRunner, tmp
     assert _session_dirs(dsh, replayer) == sorted(Path(r.session_path or "").parent.name for r in (replayed, direct))
     assert replayed.stdout.strip() == "mock replay complete: 3 steps, 4 tool calls"
     assert direct.mock[-1].source_format == "dsh-jsonl-zstd"
+    # Fresh live call ids: none of the source log's ids comes back (all three runs are turn 1).
+    source_ids = {c.call_id for c in recorded.tool_calls}
+    assert len(source_ids) == 4
+    assert not source_ids & {c.call_id for r in (replayed, direct) for c in r.tool_calls}
     assert log.read_bytes() == log_bytes
     assert _session_dirs(dsh, dsh.cwd) == [log.parent.name]
 

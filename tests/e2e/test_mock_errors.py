@@ -9,13 +9,14 @@ exactly what the user's terminal shows.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from typing import Any
 
 from dshrun import DSH_HOME, ROOT, Dsh, Run
 
-from python_core.mock.errors import InvalidCommand
+from python_core.mock.errors import ConversionMismatch, InvalidCommand, InvalidScript
 from python_core.mock.reasons import refusal_hint
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
@@ -121,3 +122,57 @@ def test_a_missing_replay_file_is_refused_with_the_fix_for_that_rule_and_exit_3(
     ]
     assert _turn_end_code(run) == "PATH_REFUSED"
     assert [s["card"] for s in _statuses(run)] == ["invalid-script"]
+
+
+def _assert_refused_source(run: Run, code: str, line: str, location: str) -> None:
+    """A replay source refused before any tool ran: exit 3, the line once, its fix, no tool call."""
+    assert run.rc == 3, run.stderr
+    assert run.stderr.splitlines() == [f"dsh: {code}: {line}", f"dsh-sidecar: fix: {FIXES[code]}"]
+    assert _turn_end_code(run) == code
+    (status,) = _statuses(run)
+    assert (status["state"], status["error_code"], status["card"], status["location"], status["mode"]) == (
+        "failed", code, "invalid-script", location, "replay",
+    )
+    assert _providers(run) == ["mock"]
+    assert run.bodies() == []
+    assert run.events("tool/call") == []
+
+
+FIXES = {
+    "INVALID_SCRIPT": refusal_hint(InvalidScript("s", "any")),
+    "CONVERSION_MISMATCH": refusal_hint(ConversionMismatch("s", turn=1, step=1, field="arguments", lines=(1, 2))),
+}
+
+
+def test_a_script_with_a_leading_wait_is_an_invalid_script_and_runs_no_tool(raw_dsh: Dsh) -> None:
+    (raw_dsh.cwd / "lead.json").write_text(json.dumps(
+        {"type": "dsh-mock-script", "version": 1, "steps": [{"wait": 5}, {"tool": "echo", "args": {"text": "a"}}]}
+    ))
+
+    run = raw_dsh.run("/mock replay lead.json")
+
+    _assert_refused_source(
+        run, "INVALID_SCRIPT", "lead.json: a wait cannot be the first step at /steps/0", "lead.json at /steps/0",
+    )
+
+
+def test_a_session_log_whose_records_disagree_is_a_conversion_mismatch_and_runs_no_tool(raw_dsh: Dsh) -> None:
+    call = {"turn": 1, "step": 1, "callId": "call_1", "name": "echo"}
+    block = {"type": "tool-call", "id": "call_1", "name": "echo", "arguments": '{"text":"a"}'}
+    lines = [
+        {"type": "session", "version": 0, "id": "session-x", "createdAt": 1, "cwd": "/srv/x", "delegationDepth": 0},
+        {"type": "turn/start", "seq": 0, "time": 2, "data": {"turn": 1}},
+        {"type": "step/start", "seq": 1, "time": 3, "data": {"turn": 1, "step": 1}},
+        {"type": "assistant/message", "seq": 2, "time": 4, "surfaceOp": "append", "data": {
+            "turn": 1, "step": 1, "message": {"role": "assistant", "content": [block], "id": "m1",
+                                               "source": {"kind": "model", "provider": "p", "model": "m"}}}},
+        {"type": "tool/call", "seq": 3, "time": 5, "data": {**call, "arguments": '{"text":"b"}'}},
+    ]
+    (raw_dsh.cwd / "session.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    run = raw_dsh.run("/mock replay session.jsonl")
+
+    _assert_refused_source(
+        run, "CONVERSION_MISMATCH", "session.jsonl: turn 1 step 1: arguments differs between line 4 and line 5",
+        "session.jsonl:4 and line 5",
+    )

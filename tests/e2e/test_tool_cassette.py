@@ -231,11 +231,12 @@ def test_after_the_first_mismatch_every_later_selected_call_is_refused(dsh: DshR
 
     assert replayed.exit_code == 1
     assert _bodies(dsh.cwd)[len(bodies):] == ["sleepy"]
-    results = _results(replayed)
-    assert results["mock-1-1-0"][2] == "CASSETTE_MISMATCH"
-    assert results["mock-1-1-1"][2] == "CASSETTE_POISONED"
-    assert "replay poisoned by an earlier CASSETTE_MISMATCH" in results["mock-1-1-1"][1]
-    assert results["mock-1-1-2"] == (False, "slept:free", None)
+    # A replay's call ids carry a tag of its script (docs/mock.md, "Plan"): read them in call order.
+    results = [_results(replayed)[c.call_id] for c in replayed.tool_calls]
+    assert results[0][2] == "CASSETTE_MISMATCH"
+    assert results[1][2] == "CASSETTE_POISONED"
+    assert "replay poisoned by an earlier CASSETTE_MISMATCH" in results[1][1]
+    assert results[2] == (False, "slept:free", None)
     # The mock stops at the failed step: the second step is never issued, so nothing ran it.
     assert [c.tool for c in replayed.tool_calls] == ["echo", "echo", "sleepy"]
     # Two selected calls entered the cassette (the refused one too); none was consumed.

@@ -46,7 +46,15 @@ const signal = new AbortController().signal
 test('the adapter is an rc.8 LlmAdapter for the mock route only', () => {
   const { adapter } = setup(() => ({}))
   assert.ok(adapter() instanceof LlmAdapter)
-  assert.equal(adapter().providerInfo('mock').name, 'dsh-sidecar mock')
+  assert.deepEqual(adapter().providerInfo('mock'), { id: 'mock', name: 'Mock' })
+})
+
+test('the mock route names the provider Mock and its one model Deterministic Mock Model', async () => {
+  const { adapter } = setup(() => ({}))
+  const [listed] = await adapter().listModels('mock')
+  assert.deepEqual([listed.provider, listed.id, listed.name], ['mock', 'mock', 'Deterministic Mock Model'])
+  const resolved = await adapter().resolveModel('mock', 'mock')
+  assert.deepEqual([resolved.provider, resolved.id, resolved.name], ['mock', 'mock', 'Deterministic Mock Model'])
 })
 
 test('agent/request asks mock/route and the stream then names that turn and step', async () => {

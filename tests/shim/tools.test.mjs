@@ -114,16 +114,16 @@ test('a request that fails because the call was aborted is an ABORTED result', a
   assert.equal(result.error.info.code, 'ABORTED')
 })
 
-test('tools/result is a notification with the call path, even for a call never executed here', async () => {
+test('tools/result is a notification with the call path and session, even for a call never executed here', async () => {
   const { notes, on } = setup()
-  const call = exec()
+  const call = exec('echo', { agent: { id: 'session-1' } })
   await on('tools/execute')(call, async () => OK)
   on('tools/result')(call, OK)
   const denied = exec('denied')
   on('tools/result')(denied, { isError: true })
   assert.deepEqual(notes, [
-    { method: 'tools/result', params: { handle: 'h1', path: 'root/0', tool: 'echo', callId: call.callId, result: OK } },
-    { method: 'tools/result', params: { handle: 'h2', path: null, tool: 'denied', callId: denied.callId, result: { isError: true } } },
+    { method: 'tools/result', params: { handle: 'h1', path: 'root/0', tool: 'echo', callId: call.callId, result: OK, sessionId: 'session-1' } },
+    { method: 'tools/result', params: { handle: 'h2', path: null, tool: 'denied', callId: denied.callId, result: { isError: true }, sessionId: null } },
   ])
 })
 

@@ -97,9 +97,9 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.mock.convert": ["SESSION_LOG_VERSION", "convert_session"],
     "python_core.mock.errors": [
         "ConversionMismatch", "DuplicateMockTurn", "InvalidArgsStop", "InvalidCommand", "InvalidScript",
-        "MissingResult", "MissingSessionId", "MockCancelled", "MockError", "MockIllegalEvent", "PathRefused",
-        "PlanClosed", "SessionsDisposed", "SourceUnreadable", "StaleResult", "ToolFailedStop", "UnknownToolStop",
-        "UnsupportedNestedTool",
+        "MidTurnMockCommand", "MissingResult", "MissingSessionId", "MockCancelled", "MockError", "MockIllegalEvent",
+        "PathRefused", "PlanClosed", "SessionsDisposed", "SourceUnreadable", "StaleResult", "ToolFailedStop",
+        "UnknownToolStop", "UnsupportedNestedTool",
     ],
     "python_core.mock.machine": [
         "MockTurns", "ModelRoute", "SeenResult", "TURN_TRANSITIONS", "ToolOutcome", "TurnEvent", "TurnState",

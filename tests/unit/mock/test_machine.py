@@ -7,7 +7,13 @@ from collections.abc import Callable
 
 import pytest
 
-from python_core.mock.errors import DuplicateMockTurn, InvalidCommand, MockIllegalEvent, SessionsDisposed
+from python_core.mock.errors import (
+    DuplicateMockTurn,
+    InvalidCommand,
+    MidTurnMockCommand,
+    MockIllegalEvent,
+    SessionsDisposed,
+)
 from python_core.mock.machine import (
     TURN_TRANSITIONS,
     MockTurns,
@@ -114,6 +120,22 @@ def test_a_second_command_in_a_live_mock_turn_is_named_and_refuses_the_turn() ->
     assert turns.state("s1", 1) == "idle"
 
 
+def test_a_command_entering_a_later_step_of_an_ordinary_turn_is_refused_by_name() -> None:
+    # A steered /mock text joins a running turn at its next step: the plan would start mid-turn.
+    turns = MockTurns()
+    with pytest.raises(MidTurnMockCommand) as caught:
+        turns.check_fresh("s1", 1, step=3)
+    assert caught.value.message == (
+        "a /mock command starts its own turn; this one entered step 3 of a running turn"
+    )
+    turns.check_fresh("s1", 1, step=1)
+
+    turns.refuse("s1", 1, caught.value)
+
+    assert turns.route("s1", 1, REAL) == ("mock", "mock")
+    assert turns.answer_refusal("s1", 1).code == "MID_TURN_MOCK_COMMAND"
+
+
 def test_only_the_mock_turn_is_routed_and_the_real_route_comes_back() -> None:
     turns = MockTurns()
     turns.begin(plan(), 1)
@@ -131,7 +153,7 @@ def test_a_plan_runs_to_its_final_text_judging_the_kept_outcomes() -> None:
     assert isinstance(first, EmitToolCalls)
     turns.emit("s1", 1, first)
     (call,) = first.calls
-    turns.observe(call.call_id, ToolOutcome("a", True, "TOOL_EXECUTION_FAILED"))
+    turns.observe("s1", call.call_id, ToolOutcome("a", True, "TOOL_EXECUTION_FAILED"))
 
     stop = turns.respond("s1", 1, [SeenResult(call.call_id, "a", True)])
 
@@ -144,7 +166,7 @@ def test_outcomes_of_calls_no_plan_awaits_are_dropped_on_arrival() -> None:
     turns = MockTurns()
     turns.begin(plan(), 1)
 
-    turns.observe("call-1", ToolOutcome("echo", False, None))
+    turns.observe("s1", "call-1", ToolOutcome("echo", False, None))
 
     assert turns.statistics().outcomes == 0
 
@@ -159,10 +181,32 @@ def test_two_sessions_run_their_first_turns_without_consuming_each_other() -> No
     turns.emit("s1", 1, one)
     turns.emit("s2", 1, two)
     (call,) = one.calls  # the same minted id in both sessions: mock-1-1-0
-    turns.observe(call.call_id, ToolOutcome("a", False, None))
+    turns.observe("s1", call.call_id, ToolOutcome("a", False, None))
+    turns.observe("s2", call.call_id, ToolOutcome("a", False, None))
 
     assert isinstance(turns.respond("s1", 1, [SeenResult(call.call_id, "a", False)]), EmitToolCalls)
     assert isinstance(turns.respond("s2", 1, [SeenResult(call.call_id, "a", False)]), EmitToolCalls)
+
+
+def test_each_session_is_judged_by_its_own_outcome_of_a_shared_call_id() -> None:
+    # Two sessions of one connection (web UI tabs, a parent and its child) mint the same ids.
+    turns = MockTurns()
+    turns.begin(plan("s1"), 1)
+    turns.begin(plan("s2"), 1)
+    one = turns.respond("s1", 1, [])
+    two = turns.respond("s2", 1, [])
+    assert isinstance(one, EmitToolCalls) and isinstance(two, EmitToolCalls)
+    turns.emit("s1", 1, one)
+    turns.emit("s2", 1, two)
+    (call,) = one.calls
+    turns.observe("s1", call.call_id, ToolOutcome("a", True, "UNKNOWN_TOOL", "tool a is not registered"))
+    turns.observe("s2", call.call_id, ToolOutcome("a", True, "TOOL_EXECUTION_FAILED"))
+
+    stop_one = turns.respond("s1", 1, [SeenResult(call.call_id, "a", True)])
+    stop_two = turns.respond("s2", 1, [SeenResult(call.call_id, "a", True)])
+
+    assert isinstance(stop_one, Stop) and stop_one.error.code == "UNKNOWN_TOOL"
+    assert isinstance(stop_two, Stop) and stop_two.error.code == "TOOL_FAILED"
 
 
 def test_collect_during_a_wait_keeps_the_progress_at_the_step_before() -> None:
