@@ -178,9 +178,10 @@ class PostExecuteParams(_Closed):
 
 
 class PostExecuteDecision(_Closed):
-    """``accept`` lets post policies run; ``refuse`` blocks the call with ``message``."""
+    """``accept`` lets post policies run; ``refuse`` fails the call with ``code`` and ``message``."""
 
     action: Literal["accept", "refuse"]
+    code: str = ""
     message: str = ""
 
 

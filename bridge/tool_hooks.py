@@ -138,7 +138,7 @@ class ToolHooks:
             refused = Refuse(error=error)
         if refused is None:
             return _ACCEPT
-        return PostExecuteDecision(action="refuse", message=str(refused.error))
+        return PostExecuteDecision(action="refuse", code=refused.error.code, message=str(refused.error))
 
     def result(self, params: ResultParams) -> Later | None:
         """See the final outcome; a recorded one is written off the reader."""

@@ -4,6 +4,7 @@
  * The structural call path is stamped here, synchronously at entry; Python decides the rest.
  */
 import { AsyncLocalStorage } from 'node:async_hooks'
+import { HarnessError } from '@deepseek-ai/dsh-llm'
 import { codeOf, messageOf } from './rpc.js'
 
 /**
@@ -15,11 +16,20 @@ import { codeOf, messageOf } from './rpc.js'
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionFailure} ToolExecutionFailure
  */
 
+/** @param {string} code @param {string} message */
+const named = (code, message) => (message.startsWith(`${code}:`) ? message : `${code}: ${message}`)
+
 /** @param {string} code @param {string} message @returns {ToolExecutionFailure} */
 function failure(code, message) {
-  const text = message.startsWith(`${code}:`) ? message : `${code}: ${message}`
+  const text = named(code, message)
   return { isError: true, error: { message: text, info: { name: 'SidecarError', code } }, content: [{ type: 'text', text: `Error: ${text}` }] }
 }
+
+/**
+ * A refusal at post-execute. rc.8 turns a listener's thrown HarnessError into the call's failure
+ * with `info: { name, code }` (a `block` decision would carry no code), matching `failure`.
+ */
+class SidecarError extends HarnessError {}
 
 /**
  * Forward the tool pipeline; the structural path is stamped synchronously at entry.
@@ -87,9 +97,9 @@ export function installToolHooks(ctx, rpc, ask = true) {
         handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result,
       })
     } catch (error) {
-      decision = { action: 'refuse', message: messageOf(error) }
+      decision = { action: 'refuse', code: codeOf(error) ?? 'SIDECAR_UNAVAILABLE', message: messageOf(error) }
     }
-    if (decision.action === 'refuse') return { kind: 'block', feedback: [{ type: 'text', text: `Error: ${decision.message}` }] }
+    if (decision.action === 'refuse') throw new SidecarError(named(decision.code, decision.message), decision.code)
     return next()
   }, { prepend: true })
 

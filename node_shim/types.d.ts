@@ -66,7 +66,7 @@ export type ExecuteDecision = { post?: boolean } & (
   | { action: 'refuse', code: string, message: string })
 
 /** The `tools/post-execute` answer. */
-export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', message: string }
+export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', code: string, message: string }
 
 /** A `mock/status` record, appended verbatim to the agent's session log. */
 export type Status = Record<string, unknown>

@@ -31,6 +31,13 @@ from python_core.tool_cassette.config import parse_config as parse_tool_cassette
 __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
 _TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report")
+# A standalone tool cassette plugin takes these three keys as its whole row config; here one row
+# serves every feature, so they sit in the row's `toolCassette` section.
+_TOOL_KEYS = ("mode", "file", "include")
+_TOOL_KEYS_HINT = (
+    "the tool cassette's mode, file and include go under toolCassette in the `sidecar` row: "
+    "toolCassette: { mode: record, file: ..., include: [...] }"
+)
 
 
 class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
@@ -56,7 +63,8 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     """
     for key in raw:
         if key not in _TOP_LEVEL:
-            raise ConfigError(key, "unknown key (expected one of: " + ", ".join(_TOP_LEVEL) + ")")
+            raise ConfigError(key, "unknown key (expected one of: " + ", ".join(_TOP_LEVEL) + ")",
+                              hint=_TOOL_KEYS_HINT if key in _TOOL_KEYS else None)
     _refuse_nulls(raw, cwd)
     python = raw.get("python")
     # schemastery fills an absent array with []: that means "the installing interpreter".
@@ -124,7 +132,7 @@ def _check_files(tool: ToolCassetteConfig | None, trace: str | None, report: str
     a path (a lone surrogate: "no file can have that name") rather than as a string value.
     """
     if tool is not None:
-        check_path("toolCassette.file", tool.file, "write" if tool.mode == "record" else "read")
+        check_path("toolCassette.file", tool.file, "create" if tool.mode == "record" else "read")
     if trace is not None:
         check_path("trace", trace, "write")
     if report is not None:

@@ -18,7 +18,7 @@ from python_core.files import display_name
 
 __all__ = ["check_nul", "check_path"]
 
-Use = Literal["write", "read"]
+Use = Literal["write", "create", "read"]
 
 
 def check_nul(field: str, value: str) -> None:
@@ -34,8 +34,9 @@ def check_nul(field: str, value: str) -> None:
 def check_path(field: str, path: str, use: Use) -> None:
     """Check that ``path`` (absolute, resolved) can serve as a file to ``use``.
 
-    ``write``: the path is not a directory and its directory exists. ``read``: the path is an
-    existing regular file (symlinks followed).
+    ``write``: the path is not a directory and its directory exists. ``create``: as ``write``,
+    but missing directories are fine (the writer makes them) unless a part of the path is a
+    file. ``read``: the path is an existing regular file (symlinks followed).
 
     Raises:
         ConfigError: names ``field`` and the file; its hint is the fix.
@@ -49,6 +50,10 @@ def check_path(field: str, path: str, use: Use) -> None:
         mode: int | None = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None
+    except NotADirectoryError as exc:
+        if use != "create":
+            raise ConfigError(field, f"cannot be checked ({_errno(exc)}); fix the path") from None
+        mode = None  # a part of the path is a file: named below
     except OSError as exc:
         raise ConfigError(field, f"cannot be checked ({_errno(exc)}); fix the path") from None
     name = display_name(path)
@@ -66,6 +71,13 @@ def check_path(field: str, path: str, use: Use) -> None:
                               hint=f"point {field} at a cassette file (not a FIFO, device or socket)")
         return
     parent = os.path.dirname(path) or "."
+    if use == "create":
+        while not os.path.lexists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent):
+            raise ConfigError(field, f"the directory of {name} cannot be made (a part of its path is a file)",
+                              hint="fix the path")
+        return
     if not os.path.isdir(parent):
         raise ConfigError(field, f"the directory of {name} does not exist",
                           hint="create the directory (mkdir -p) or fix the path")

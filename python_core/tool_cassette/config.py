@@ -7,12 +7,12 @@ naming the field, never echoing its value.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from python_core.config_fields import ConfigSection, Mode
 from python_core.errors import ConfigError
 
-__all__ = ["ToolCassetteConfig", "parse_config"]
+__all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]
 
 _SECTION = "toolCassette"
 _KEYS = ("mode", "file", "include")
@@ -46,6 +46,11 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` is covered by an ``include`` pattern."""
         return any(_matches(pattern, tool) for pattern in self.include)
+
+
+def same_selection(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Tell whether two ``include`` lists select the same tools (pattern order selects nothing)."""
+    return frozenset(a) == frozenset(b)
 
 
 def _field(name: str) -> str:

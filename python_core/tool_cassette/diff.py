@@ -16,6 +16,7 @@ import msgspec
 
 from python_core.json_pointers import PointerChange, differing_pointers
 from python_core.tool_cassette.calls import CallSummary, outcome_json, summarize
+from python_core.tool_cassette.config import same_selection
 from python_core.tool_cassette.store import Cassette, RecordedCall
 
 __all__ = ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
@@ -106,7 +107,7 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
                                           fields=fields))
             else:
                 unchanged += 1
-    include_differs = a.header.include != b.header.include
+    include_differs = not same_selection(a.header.include, b.header.include)
     return DiffReport(
         equivalent=not changes and not include_differs, callsA=len(left), callsB=len(right),
         unchanged=unchanged, includeDiffers=include_differs, changes=tuple(changes),

@@ -27,7 +27,7 @@ from python_core.canonical import digest_bytes
 from python_core.cassette_io import Chain, LineSink
 from python_core.errors import CanonicalJsonError, SidecarError
 from python_core.json_pointers import describe, differing_pointers
-from python_core.tool_cassette.config import ToolCassetteConfig
+from python_core.tool_cassette.config import ToolCassetteConfig, same_selection
 from python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
     CassetteExists,
@@ -36,6 +36,7 @@ from python_core.tool_cassette.errors import (
     ExtraCall,
     IllegalEvent,
     IncludeDiffers,
+    NestedSelection,
     OutcomeUnrecordable,
     RecordingIncomplete,
     ReplayPoisoned,
@@ -242,10 +243,14 @@ CALL_TRANSITIONS: dict[CallPhase | None, dict[Event, CallPhase | None]] = {
 }
 
 _ABORT_CODES = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+# What rc.8 fails a served success with before post-execute: the current definition rejects
+# the value (schema, renderer, presentation meta), or no tool of that name is registered.
+_REJECTION_CODES = frozenset({"INVALID_TOOL_OUTPUT", "UNKNOWN_TOOL"})
 _POST_WITHOUT_EXECUTE = "reached tools/post-execute without passing tools/execute"
 _RESULT_WITHOUT_EXECUTE = "reached tools/result without passing tools/execute"
 _RESULT_WITHOUT_POST = "reached tools/result without passing tools/post-execute"
 _OUTCOME_REPLACED = "tools/post-execute saw another outcome than the one served"
+_SERVED_WITHOUT_RESULT = "served, but never reached tools/result"
 
 
 def _is_abort(result: ToolResult, codes: frozenset[str] = _ABORT_CODES) -> bool:
@@ -403,7 +408,7 @@ class ToolCassetteSession(abc.ABC):
         if _is_abort(event.result, frozenset({"ABORTED_BEFORE_DISPATCH"})):
             self._cancelled_before_dispatch += 1
             return
-        self._fail(ShortCircuited(event.tool, event.path, None, _RESULT_WITHOUT_EXECUTE))
+        self._fail(ShortCircuited(event.tool, event.path, None, _RESULT_WITHOUT_EXECUTE, bypassed=True))
 
     def _pending(self) -> int:
         return sum(1 for call in self._calls.values()
@@ -507,6 +512,12 @@ class RecordSession(ToolCassetteSession):
         if self.state is SessionState.FAILED:
             self._calls[event.handle] = _Call(phase, event.tool, event.path, None)
             return Passthrough()
+        outer = self._enclosing(event.path)
+        if outer is not None:
+            assert outer.ordinal is not None
+            return self._refuse(event, NestedSelection(
+                event.tool, event.path, outer.tool, outer.path, outer.ordinal
+            ))
         try:
             args = canonical_text(event.args_json)
         except CanonicalJsonError as exc:
@@ -522,6 +533,17 @@ class RecordSession(ToolCassetteSession):
         self._calls[event.handle] = _Call(phase, event.tool, event.path, ordinal)
         return Passthrough(ordinal=ordinal)
 
+    def _enclosing(self, path: str) -> _Call | None:
+        """The recorded call still running whose path encloses ``path``, if any."""
+        if path.count("/") < 2:
+            return None  # a root call (``root/N``) has no enclosing call
+        parts = path.split("/")
+        outer = {"/".join(parts[:end]) for end in range(2, len(parts))}
+        for call in self._calls.values():
+            if call.ordinal is not None and call.path in outer and call.phase in (CallPhase.EXECUTED, CallPhase.POSTED):
+                return call
+        return None
+
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
         self._fail(error)
         self._refused += 1
@@ -533,7 +555,7 @@ class RecordSession(ToolCassetteSession):
         call, phase = self._advance(Event.POST, event.handle, event.tool)
         if call is None:
             error: SidecarError = ShortCircuited(event.tool, event.path, None,
-                                                 _POST_WITHOUT_EXECUTE)
+                                                 _POST_WITHOUT_EXECUTE, bypassed=True)
             self._fail(error)
             self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
             return Refuse(error)
@@ -658,7 +680,7 @@ class ReplaySession(ToolCassetteSession):
     def start(cls, config: ToolCassetteConfig) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
-        if cassette.header.include != config.include:
+        if not same_selection(cassette.header.include, config.include):
             raise IncludeDiffers(os.path.basename(config.file))
         return cls(config, cassette)
 
@@ -714,7 +736,7 @@ class ReplaySession(ToolCassetteSession):
         """Check that the served outcome reached post-execute unchanged (or was cancelled)."""
         call, phase = self._advance(Event.POST, event.handle, event.tool)
         if call is None:
-            error = ShortCircuited(event.tool, event.path, None, _POST_WITHOUT_EXECUTE)
+            error = ShortCircuited(event.tool, event.path, None, _POST_WITHOUT_EXECUTE, bypassed=True)
             self._fail(error)
             self._calls[event.handle] = _Call(CallPhase.BYPASSED, event.tool, event.path, None)
             return Refuse(error)
@@ -744,14 +766,21 @@ class ReplaySession(ToolCassetteSession):
             return
         final = event.result
         if final.isError and final.error is not UNSET and final.error.info is not UNSET \
-                and final.error.info.code == "INVALID_TOOL_OUTPUT":
-            self._fail(ValueRejected(call.tool, call.path, call.ordinal, "INVALID_TOOL_OUTPUT"))
+                and final.error.info.code in _REJECTION_CODES:
+            self._fail(ValueRejected(call.tool, call.path, call.ordinal, final.error.info.code))
             return
         self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
 
     def close(self, interruption: str | None = None) -> CloseReport:
         """Report poison, extra calls and unconsumed records; the file is left untouched."""
         self._advance(Event.CLOSE, "", "")
+        # A served call with no final outcome: the run ended inside it, so the trajectory was
+        # not replayed to its end even if every record was consumed.
+        unfinished = [call for call in self._calls.values()
+                      if call.ordinal is not None and call.phase in (CallPhase.EXECUTED, CallPhase.POSTED)]
+        if unfinished:
+            oldest = min(unfinished, key=lambda call: call.ordinal or 0)
+            self._fail(ShortCircuited(oldest.tool, oldest.path, oldest.ordinal, _SERVED_WITHOUT_RESULT))
         errors = list(self._errors)
         # Hits are consumed strictly in ordinal order until the first failure, so the
         # consumed records are exactly the first ``_consumed`` ones.

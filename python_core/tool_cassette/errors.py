@@ -18,6 +18,7 @@ __all__ = [
     "ExtraCall",
     "IllegalEvent",
     "IncludeDiffers",
+    "NestedSelection",
     "OutcomeUnrecordable",
     "RecordingIncomplete",
     "ReplayPoisoned",
@@ -135,13 +136,21 @@ class UnconsumedRecords(SidecarError):
 class ShortCircuited(SidecarError):
     """A selected call skipped a cassette stage (denied, bypassed or short-circuited).
 
-    ``reason`` is one of the engine's fixed structural sentences.
+    ``reason`` is one of the engine's fixed structural sentences; ``bypassed``: the call never
+    reached ``tools/execute``, which has a fix of its own.
     """
 
     code = "CASSETTE_SHORT_CIRCUITED"
 
-    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str) -> None:
+    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str, *, bypassed: bool = False) -> None:
         super().__init__(f"{_call(tool, path, ordinal)}: {reason}")
+        if bypassed:
+            name = printable(tool)
+            self.hint = (
+                f"{name} never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+                "policy or guard, refused by the host, or answered by another plugin first): allow that "
+                f"call in this run, or leave {name} out of {_SECTION}.include"
+            )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -155,6 +164,17 @@ class ValueRejected(SidecarError):
 
     def __init__(self, tool: str, path: str, ordinal: int, host_code: str) -> None:
         super().__init__(f"{_call(tool, path, ordinal)}: replayed value rejected with {host_code}")
+        name = printable(tool)
+        if host_code == "UNKNOWN_TOOL":
+            self.hint = (
+                f"register {name} during replay too: its current definition validates and "
+                "renders the recorded value"
+            )
+        else:
+            self.hint = (
+                f"the current output schema, renderer or presentation meta of {name} rejects the "
+                "recorded value: make the tool accept it again, or re-record the cassette"
+            )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -170,9 +190,36 @@ class UnsupportedConcludesTurn(SidecarError):
         super().__init__(
             f"{_call(tool, path, ordinal)}: concludesTurn is not supported by cassette V1"
         )
+        self.hint = (
+            f"leave {printable(tool)} out of {_SECTION}.include: cassette V1 cannot replay a call "
+            "that concludes the turn"
+        )
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
+
+
+class NestedSelection(SidecarError):
+    """A selected call started inside another selected call that is still running.
+
+    Replay serves the outer call without running its body, so the inner one would never
+    start: V1 does not record a composite tool together with its child tools.
+    """
+
+    code = "CASSETTE_NESTED_SELECTION"
+    hint = f"select either the composite tool or its child tools in {_SECTION}.include, not both"
+
+    def __init__(self, tool: str, path: str, outer_tool: str, outer_path: str, outer_ordinal: int) -> None:
+        super().__init__(
+            f"{_call(tool, path, None)}: started inside the selected call "
+            f"{_call(outer_tool, outer_path, outer_ordinal)}; cassette V1 cannot select a composite "
+            "tool and its child tools together"
+        )
+        self.tool = tool
+        self.path = path
+        self.outer_tool = outer_tool
+        self.outer_path = outer_path
+        self.outer_ordinal = outer_ordinal
 
 
 class ArgumentsUnreadable(SidecarError):

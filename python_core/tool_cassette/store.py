@@ -9,6 +9,8 @@ checked, and a line that is not canonical JSON is rejected.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from typing import TypeVar
 
@@ -16,7 +18,15 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from python_core.cassette_io import Chain, PartialFile, display_name, frame_hash, reason_of, schema_location
+from python_core.cassette_io import (
+    Chain,
+    PartialFile,
+    display_name,
+    frame_hash,
+    fsync_dir,
+    reason_of,
+    schema_location,
+)
 from python_core.files import FileRefused, open_regular
 from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from python_core.tool_cassette.format import (
@@ -57,12 +67,16 @@ class Recorder(PartialFile):
 
     @classmethod
     def create(cls, path: str) -> Recorder:
-        """Create ``<path>.partial`` exclusively.
+        """Create ``<path>.partial`` exclusively, making missing directories above it first.
 
         Raises:
             CassetteExists: the formal file or the partial already exists.
-            CassetteIOError: the partial cannot be created.
+            CassetteIOError: a directory or the partial cannot be created.
         """
+        try:
+            _make_directories(path)
+        except OSError as exc:
+            raise CassetteIOError("create the directory of", display_name(path), reason_of(exc)) from None
         return cls(path, cls.open_partial(path))
 
     def append(self, frame: F) -> F:
@@ -74,6 +88,30 @@ class Recorder(PartialFile):
         sealed, line = self.chain.link(frame)
         self.write_lines([line])
         return sealed
+
+
+def _make_directories(path: str) -> None:
+    """Make the missing directories above ``path``, private (cassettes hold secrets) and synced.
+
+    A fresh project has no ``.dsh-cassettes/`` yet: recording into it makes it, as ``mkdir -p``.
+
+    Raises:
+        OSError: a part of the path is not a directory, or a directory cannot be made.
+    """
+    parent = os.path.dirname(path)
+    missing: list[str] = []
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(directory):  # another process made something else meanwhile
+                raise
+        fsync_dir(directory)
 
 
 class RecordedCall(msgspec.Struct, frozen=True, gc=False):

@@ -1,7 +1,7 @@
 """Row configs that used to fail late or silently are refused at boot by field (real headless DSH).
 
 A ``null`` feature section (what ``toolCassette:`` with its block mis-indented gives) once
-disabled the cassette and ran the real tool bodies; a cassette path in a missing directory, a
+disabled the cassette and ran the real tool bodies; a cassette path under a file, a
 directory, or a replay of a missing file failed as an I/O error without naming the field.
 """
 
@@ -35,7 +35,7 @@ def test_a_null_section_written_in_yaml_fails_the_boot_by_name(make_dsh: MakeDsh
 
 
 @pytest.mark.parametrize(("mode", "file", "reason"), [
-    ("record", "missing-dir/c.ndjson", "the directory of c.ndjson does not exist"),
+    ("record", "a-file/sub/c.ndjson", "the directory of c.ndjson cannot be made (a part of its path is a file)"),
     ("record", "a-dir", "a-dir is a directory"),
     ("replay", "a-dir", "a-dir is a directory"),
     ("replay", "absent.ndjson", "absent.ndjson does not exist (replay reads it)"),
@@ -45,6 +45,7 @@ def test_an_unusable_cassette_path_fails_the_boot_naming_the_field(
 ) -> None:
     dsh = make_dsh(sidecar={"toolCassette": {"mode": mode, "file": file, "include": ["echo"]}})
     (dsh.cwd / "a-dir").mkdir()
+    (dsh.cwd / "a-file").write_text("")
 
     run = dsh.run(TASK)
 

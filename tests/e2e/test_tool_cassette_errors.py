@@ -15,8 +15,12 @@ import json
 import subprocess
 from collections.abc import Callable
 
+import msgspec
 import pytest
 from dshrun import ROOT, Dsh, Run
+
+from python_core.cassette_io import Chain
+from python_core.tool_cassette.format import ResultFrame, decode_frame
 
 MakeDsh = Callable[..., Dsh]
 CASSETTE = "c.ndjson"
@@ -115,8 +119,8 @@ def test_an_extra_call_prints_the_re_record_fix_once(make_dsh: MakeDsh) -> None:
         "name a file inside it (toolCassette.file: a-dir/<name>) or fix the path", id="directory-record",
     ),
     pytest.param(
-        "record", "missing-dir/c.ndjson", "the directory of c.ndjson does not exist",
-        "create the directory (mkdir -p) or fix the path", id="missing-directory",
+        "record", "a-file/sub/c.ndjson", "the directory of c.ndjson cannot be made (a part of its path is a file)",
+        "fix the path", id="directory-under-a-file",
     ),
 ])
 def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
@@ -124,6 +128,7 @@ def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
 ) -> None:
     dsh = make_dsh(sidecar=_row(mode, file))
     (dsh.cwd / "a-dir").mkdir()
+    (dsh.cwd / "a-file").write_text("")
 
     run = dsh.run('/mock run echo({"text": "a"})')
 
@@ -133,7 +138,23 @@ def test_an_unusable_cassette_path_names_the_field_and_its_own_fix(
         f"dsh-sidecar: fix: {fix}",
     ]
     assert run.bodies() == []
-    assert not (dsh.cwd / "missing-dir").exists()
+
+
+def test_a_recording_makes_its_missing_directory_and_replays_from_it(make_dsh: MakeDsh) -> None:
+    # The quick start's path in a fresh project: `.dsh-cassettes/` does not exist yet.
+    file = ".dsh-cassettes/weather.tool-cassette.jsonl"
+    recorder = make_dsh(sidecar=_row("record", file))
+
+    recorded = recorder.run('/mock run echo({"text": "hi"})')
+
+    assert recorded.rc == 0, recorded.stderr
+    directory = recorder.cwd / ".dsh-cassettes"
+    assert sorted(p.name for p in directory.iterdir()) == ["weather.tool-cassette.jsonl"]
+    assert directory.stat().st_mode & 0o777 == 0o700
+    replayed = Dsh(cwd=recorder.cwd, sidecar=_row("replay", file)).run('/mock run echo({"text": "hi"})')
+    assert replayed.rc == 0, replayed.stderr
+    assert "tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: no" in replayed.stderr
+    assert replayed.bodies() == ["echo"]
 
 
 def test_recording_over_a_leftover_partial_is_refused_with_the_fix(make_dsh: MakeDsh) -> None:
@@ -214,3 +235,113 @@ def test_inspect_lists_each_record_and_diff_names_what_drifted(make_dsh: MakeDsh
     assert drift.stdout.splitlines()[3].startswith("      outcome sha256:")
     assert drift.stdout.splitlines()[3].endswith(": added /value/tags, changed /value/text")
     assert str(a.cwd) not in drift.stdout + inspect.stdout
+
+
+def test_a_tool_missing_during_replay_is_named_with_its_fix(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "hi"})')
+    # The tools plugin is off during replay: the served value has no definition to pass.
+    replayer.extra_patch = '- {"id": "example-tools", "name": "dsh-example-tools", "disabled": true}\n'
+
+    run = replayer.run('/mock run echo({"text": "hi"})')
+
+    assert run.rc == 1
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: yes",
+        "dsh-sidecar: CASSETTE_VALUE_REJECTED: echo at root/0, ordinal 0: replayed value rejected with UNKNOWN_TOOL",
+        "dsh-sidecar: fix: register echo during replay too: its current definition validates and renders the "
+        "recorded value",
+    ]
+    assert run.bodies() == ["echo"]
+
+
+def test_a_recorded_value_the_current_schema_rejects_fails_the_replay(make_dsh: MakeDsh) -> None:
+    replayer = _recorded(make_dsh, '/mock run echo({"text": "hi"})')
+    # Give the recorded value a key echo's output schema forbids, and re-seal the chain: the
+    # file verifies, so only the current tool definition can catch it.
+    path = replayer.cwd / CASSETTE
+    frames = [decode_frame(line) for line in path.read_bytes().splitlines()]
+    chain, out = Chain(), []
+    for frame in frames:
+        if isinstance(frame, ResultFrame):
+            frame = msgspec.structs.replace(frame, value=msgspec.Raw(b'{"extra":1,"text":"hi"}'))
+        out.append(chain.link(msgspec.structs.replace(frame, hash=msgspec.UNSET))[1])
+    path.write_bytes(b"".join(out))
+    assert subprocess.run([TOOL, "verify", CASSETTE], cwd=replayer.cwd, capture_output=True).returncode == 0
+
+    run = replayer.run('/mock run echo({"text": "hi"})')
+
+    assert run.rc == 1
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: yes",
+        "dsh-sidecar: CASSETTE_VALUE_REJECTED: echo at root/0, ordinal 0: replayed value rejected with "
+        "INVALID_TOOL_OUTPUT",
+        "dsh-sidecar: fix: the current output schema, renderer or presentation meta of echo rejects the "
+        "recorded value: make the tool accept it again, or re-record the cassette",
+    ]
+    assert run.bodies() == ["echo"]
+
+
+def test_selecting_a_composite_tool_and_its_child_fails_the_recording(make_dsh: MakeDsh) -> None:
+    recorder = make_dsh(sidecar=_row("record", include=("relay", "echo")))
+
+    run = recorder.run('/mock run relay({"tool": "echo", "json": "{\\"text\\": \\"hi\\"}"})')
+
+    assert run.rc == 1
+    lines = [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")]
+    assert lines == [
+        "dsh-sidecar: tool cassette record: 2 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_NESTED_SELECTION: echo at root/0/0: started inside the selected call relay at "
+        "root/0, ordinal 0; cassette V1 cannot select a composite tool and its child tools together",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with "
+        "CASSETTE_NESTED_SELECTION; kept c.ndjson.partial",
+        "dsh-sidecar: fix: select either the composite tool or its child tools in toolCassette.include, not both",
+    ]
+    assert run.bodies() == ["relay"]
+    assert sorted(p.name for p in recorder.cwd.iterdir() if CASSETTE in p.name) == [CASSETTE + ".partial"]
+
+
+def test_a_selected_call_that_concludes_the_turn_fails_the_recording_with_its_code(make_dsh: MakeDsh) -> None:
+    recorder = make_dsh(sidecar=_row("record", include=("conclude",)))
+
+    run = recorder.run('/mock run conclude({"text": "done"})')
+
+    assert run.rc == 1
+    # The call's failure carries the code (the mock's report of the failed step names it).
+    assert run.stderr.splitlines()[0].startswith(
+        "dsh: TOOL_FAILED: conclude (mock-1-1-0) failed at step 1 with runtime code CASSETTE_CONCLUDES_TURN;"
+    )
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette record: 1 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_CONCLUDES_TURN: conclude at root/0, ordinal 0: concludesTurn is not supported by "
+        "cassette V1",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with CASSETTE_CONCLUDES_TURN; "
+        "kept c.ndjson.partial",
+        "dsh-sidecar: fix: leave conclude out of toolCassette.include: cassette V1 cannot replay a call that "
+        "concludes the turn",
+    ]
+    assert run.bodies() == ["conclude"]
+    assert not (recorder.cwd / CASSETTE).exists()
+
+
+def test_a_selected_call_denied_before_tools_execute_fails_closed(make_dsh: MakeDsh) -> None:
+    # The example tools plugin's own pre-execute policy denies `forbidden`.
+    recorder = make_dsh(sidecar=_row("record", include=("forbidden",)))
+
+    run = recorder.run('/mock run forbidden({"text": "x"})')
+
+    assert run.rc == 1
+    assert run.stderr.splitlines()[0].startswith(
+        "dsh: TOOL_FAILED: forbidden (mock-1-1-0) failed at step 1 with runtime code CASSETTE_SHORT_CIRCUITED;"
+    )
+    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+        "dsh-sidecar: tool cassette record: 0 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_SHORT_CIRCUITED: forbidden at (not dispatched): reached tools/post-execute without "
+        "passing tools/execute",
+        "dsh-sidecar: CASSETTE_RECORDING_INCOMPLETE: not published: recording failed with CASSETTE_SHORT_CIRCUITED; "
+        "kept c.ndjson.partial",
+        "dsh-sidecar: fix: forbidden never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+        "policy or guard, refused by the host, or answered by another plugin first): allow that call in this run, "
+        "or leave forbidden out of toolCassette.include",
+    ]
+    assert run.bodies() == []
+    assert not (recorder.cwd / CASSETTE).exists()

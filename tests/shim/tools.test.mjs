@@ -1,6 +1,7 @@
 // node --test: the tool pipeline hooks, with a fake host context and a fake sidecar.
 import assert from 'node:assert/strict'
 import { test } from 'node:test'
+import { HarnessError } from '@deepseek-ai/dsh-llm'
 import { installToolHooks } from '../../node_shim/tools.js'
 
 /** The hooks installed on a fake ctx; `answer(method, params)` plays the sidecar. */
@@ -60,14 +61,22 @@ test('next runs the body; post: false skips the post-execute round trip', async 
   assert.deepEqual(requests.map((r) => r.method), ['tools/execute'])
 })
 
-test('without post: false, post-execute asks, and a refusal blocks the call', async () => {
+test('without post: false, post-execute asks, and a refusal fails the call with its code', async () => {
   const { requests, on } = setup((method) => (method === 'tools/post-execute'
-    ? { action: 'refuse', message: 'CASSETTE_MISMATCH: echo at root/0' } : { action: 'next' }))
+    ? { action: 'refuse', code: 'CASSETTE_CONCLUDES_TURN', message: 'CASSETTE_CONCLUDES_TURN: echo at root/0' }
+    : { action: 'next' }))
   const call = exec()
   await on('tools/execute')(call, async () => OK)
-  const decision = await on('tools/post-execute')(call, OK, async () => assert.fail('must not accept'))
-  assert.deepEqual(decision, { kind: 'block', feedback: [{ type: 'text', text: 'Error: CASSETTE_MISMATCH: echo at root/0' }] })
+  // rc.8 makes a listener's thrown HarnessError the call's failure, `info` from its name and code.
+  await assert.rejects(on('tools/post-execute')(call, OK, async () => assert.fail('must not accept')),
+    (error) => error instanceof HarnessError && error.name === 'SidecarError' && error.code === 'CASSETTE_CONCLUDES_TURN'
+      && error.message === 'CASSETTE_CONCLUDES_TURN: echo at root/0')
   assert.deepEqual(requests[1].params, { handle: 'h1', path: 'root/0', tool: 'echo', result: OK })
+  const dead = setup((method) => { if (method === 'tools/post-execute') throw new Error('pipe closed'); return { action: 'next' } })
+  const other = exec()
+  await dead.on('tools/execute')(other, async () => OK)
+  await assert.rejects(dead.on('tools/post-execute')(other, OK, async () => assert.fail('must not accept')),
+    (error) => error.code === 'SIDECAR_UNAVAILABLE' && error.message === 'SIDECAR_UNAVAILABLE: pipe closed')
 })
 
 test('serve returns the recorded result without the body, after deferring its contexts', async () => {

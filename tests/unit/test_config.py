@@ -35,6 +35,17 @@ def test_a_null_section_is_refused_by_name(section: str, tmp_path: Path) -> None
     )
 
 
+def test_the_tool_cassette_keys_written_at_the_row_level_point_at_their_section(tmp_path: Path) -> None:
+    # The tool cassette's three keys, written flat in the row as a standalone plugin takes them.
+    error = refused({"mode": "replay", "file": "c.ndjson", "include": ["echo"]}, tmp_path)
+    assert str(error).startswith("INVALID_CONFIG: mode: unknown key (expected one of: python, toolCassette, ")
+    assert error.hint == (
+        "the tool cassette's mode, file and include go under toolCassette in the `sidecar` row: "
+        "toolCassette: { mode: record, file: ..., include: [...] }"
+    )
+    assert refused({"verbose": True}, tmp_path).hint == ConfigError.hint
+
+
 def test_an_absent_section_is_simply_off(tmp_path: Path) -> None:
     config = parse_sidecar_config({}, cwd=str(tmp_path))
     assert config.tool_cassette is None and config.subagent_cassette is None and config.trace is None
@@ -55,8 +66,23 @@ def test_a_nul_byte_in_the_cwd_is_refused_by_name() -> None:
     assert refusal({}, "/tmp/a\0b") == "INVALID_CONFIG: cwd: must not contain a NUL byte"
 
 
+def test_a_recording_in_a_missing_directory_is_accepted(tmp_path: Path) -> None:
+    # The recorder makes the directory (a fresh project's `.dsh-cassettes/`); nothing is made at boot.
+    config = parse_sidecar_config({"toolCassette": {**TOOL, "file": ".dsh-cassettes/c.ndjson"}}, cwd=str(tmp_path))
+    assert config.tool_cassette is not None
+    assert not (tmp_path / ".dsh-cassettes").exists()
+
+
+def test_a_recording_under_a_file_is_refused_by_name(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    error = refused({"toolCassette": {**TOOL, "file": "a-file/sub/c.ndjson"}}, tmp_path)
+    assert str(error) == (
+        "INVALID_CONFIG: toolCassette.file: the directory of c.ndjson cannot be made (a part of its path is a file)"
+    )
+    assert error.hint == "fix the path"
+
+
 @pytest.mark.parametrize(("section", "field"), [
-    ({"toolCassette": {**TOOL, "file": "missing/c.ndjson"}}, "toolCassette.file"),
     ({"trace": "missing/t.jsonl"}, "trace"),
     ({"subagentCassette": {"mode": "record", "file": "missing/s.jsonl"}}, "subagentCassette.file"),
 ])

@@ -188,7 +188,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.calls": ["CallSummary", "OutcomeKind", "outcome_json", "summarize"],
     "python_core.tool_cassette.cli": ["main"],
-    "python_core.tool_cassette.config": ["ToolCassetteConfig", "parse_config"],
+    "python_core.tool_cassette.config": ["ToolCassetteConfig", "parse_config", "same_selection"],
     "python_core.tool_cassette.diff": ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"],
     "python_core.tool_cassette.engine": [
         "CALL_TRANSITIONS", "CallPhase", "CassetteStats", "CloseReport", "Event", "ExecuteEvent",
@@ -197,9 +197,9 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
-        "IllegalEvent", "IncludeDiffers", "OutcomeUnrecordable", "RecordingIncomplete", "ReplayPoisoned",
-        "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected", "fingerprint",
-        "rerecord_hint",
+        "IllegalEvent", "IncludeDiffers", "NestedSelection", "OutcomeUnrecordable", "RecordingIncomplete",
+        "ReplayPoisoned", "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected",
+        "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
         "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",

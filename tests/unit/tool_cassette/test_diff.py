@@ -94,6 +94,16 @@ def test_another_include_list_is_drift(make_cassette: Any, make_config: Any, kit
     assert result.output.splitlines()[1] == "  ! include differs (replay with one file's include refuses the other)"
 
 
+def test_the_same_patterns_in_another_order_are_no_drift(make_cassette: Any, make_config: Any, kit: Any,
+                                                          tmp_path: Path) -> None:
+    a = make_cassette([kit.Call()], file="a.jsonl")
+    session = ToolCassetteSession.open(make_config("record", "b.jsonl", include=("mcp_*_read", "weather_*")))
+    kit.drive(session, [kit.Call()])
+    assert session.close().errors == ()
+    report = diff_cassettes(load(str(a)), load(str(tmp_path / "b.jsonl")))
+    assert (report.equivalent, report.includeDiffers) == (True, False)
+
+
 def test_diff_json_is_one_object_with_pointers_and_full_digests(make_cassette: Any, kit: Any) -> None:
     a = make_cassette([kit.Call(args=b'{"city":"x"}')], file="a.jsonl")
     b = make_cassette([kit.Call(args=b'{"city":"y"}'), kit.Call(path="root/1")], file="b.jsonl")

@@ -204,6 +204,23 @@ def test_fully_consumed_replay_closes_clean(replay: ToolCassetteSession, kit: An
     assert (report.stats.consumed, report.stats.unconsumed) == (1, 0)
 
 
+@pytest.mark.parametrize("posted", [False, True])
+def test_a_served_call_whose_result_never_came_fails_the_replay(
+    replay: ToolCassetteSession, kit: Any, posted: bool
+) -> None:
+    # Every record consumed, but the run ended before the host's final tools/result for it
+    # (disposed mid-call): the trajectory was not replayed to its end.
+    execute(replay, "a")
+    if posted:
+        post(replay, "a", kit.ok())
+    report = replay.close()
+    assert messages(report) == [
+        "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0, ordinal 0: "
+        "served, but never reached tools/result"
+    ]
+    assert report.stats.poisoned and report.stats.pending == 1
+
+
 def test_concurrent_calls_complete_in_reverse_order(make_config: Any, kit: Any) -> None:
     session = ToolCassetteSession.open(make_config("record"))
     first, second = kit.ok(b'"A"'), kit.ok(b'"B"')
@@ -291,6 +308,10 @@ def test_concludes_turn_fails_closed_and_blocks_publishing(make_config: Any, kit
         "CASSETTE_CONCLUDES_TURN: weather_lookup at root/0, ordinal 0: "
         "concludesTurn is not supported by cassette V1"
     )
+    assert decision.error.hint == (
+        "leave weather_lookup out of toolCassette.include: cassette V1 cannot replay a call that "
+        "concludes the turn"
+    )
     finish(session, "a", concluding)
     report = session.close()
     assert messages(report)[-1] == (
@@ -299,6 +320,45 @@ def test_concludes_turn_fails_closed_and_blocks_publishing(make_config: Any, kit
     )
     assert not os.path.exists(session.config.file)
     assert os.path.exists(session.config.file + ".partial")
+
+
+def test_a_selected_call_inside_a_selected_call_fails_the_recording(make_config: Any, kit: Any) -> None:
+    # Replay would serve the composite and never start its children: such a cassette could
+    # never replay, so recording it fails at the first nested call.
+    session = ToolCassetteSession.open(make_config("record", include=("weather_*", "mcp_*")))
+    assert execute(session, "outer", "root/0", "mcp_fs_batch") == Passthrough(0)
+    assert execute(session, "sibling", "root/1") == Passthrough(1)
+    decision = execute(session, "inner", "root/0/0/1")
+    assert str(decision.error) == (
+        "CASSETTE_NESTED_SELECTION: weather_lookup at root/0/0/1: started inside the selected "
+        "call mcp_fs_batch at root/0, ordinal 0; cassette V1 cannot select a composite tool "
+        "and its child tools together"
+    )
+    assert decision.error.hint == (
+        "select either the composite tool or its child tools in toolCassette.include, not both"
+    )
+    for handle, path, tool in (("inner", "root/0/0/1", "weather_lookup"),
+                               ("outer", "root/0", "mcp_fs_batch"), ("sibling", "root/1", "weather_lookup")):
+        post(session, handle, kit.ok(), path, tool)
+        finish(session, handle, kit.ok(), path, tool)
+    report = session.close()
+    assert [error.code for error in report.errors] == [
+        "CASSETTE_NESTED_SELECTION", "CASSETTE_RECORDING_INCOMPLETE"
+    ]
+    assert not os.path.exists(session.config.file)
+
+
+def test_a_selected_call_after_its_selected_parent_finished_is_not_nested(
+    make_config: Any, kit: Any
+) -> None:
+    session = ToolCassetteSession.open(make_config("record", include=("weather_*",)))
+    assert execute(session, "a", "root/0") == Passthrough(0)
+    post(session, "a", kit.ok())
+    finish(session, "a", kit.ok())
+    # A name that merely starts like an open call's path is not inside it.
+    assert execute(session, "b", "root/1") == Passthrough(1)
+    assert execute(session, "c", "root/10/0") == Passthrough(2)
+    assert execute(session, "d", "root/0/0") == Passthrough(3)
 
 
 def test_unfinished_call_keeps_the_partial(make_config: Any) -> None:
@@ -322,6 +382,11 @@ def test_denied_call_reaching_post_execute_invalidates_the_recording(
         "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
         "reached tools/post-execute without passing tools/execute"
     )
+    assert decision.error.hint == (
+        "weather_lookup never reached the cassette's tools/execute wrapper (denied by a pre-execute "
+        "policy or guard, refused by the host, or answered by another plugin first): allow that call "
+        "in this run, or leave weather_lookup out of toolCassette.include"
+    )
     finish(session, "a", denial)
     assert not session.close().published
 
@@ -336,10 +401,12 @@ def test_result_seen_only_at_tools_result_poisons_unless_cancelled(
     replay: ToolCassetteSession, kit: Any
 ) -> None:
     finish(replay, "a", kit.ok(b'"from another plugin"'))
-    assert messages(replay.close())[0] == (
+    report = replay.close()
+    assert messages(report)[0] == (
         "CASSETTE_SHORT_CIRCUITED: weather_lookup at root/0: "
         "reached tools/result without passing tools/execute"
     )
+    assert report.errors[0].hint.startswith("weather_lookup never reached the cassette's tools/execute wrapper")
 
 
 def test_served_outcome_replaced_before_post_execute_poisons(
@@ -356,10 +423,33 @@ def test_served_outcome_replaced_before_post_execute_poisons(
 def test_value_rejected_by_current_schema_poisons(replay: ToolCassetteSession, kit: Any) -> None:
     execute(replay, "a")
     finish(replay, "a", kit.fail("value.temp must be an integer", code="INVALID_TOOL_OUTPUT"))
-    assert messages(replay.close()) == [
+    report = replay.close()
+    assert messages(report) == [
         "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
         "rejected with INVALID_TOOL_OUTPUT"
     ]
+    assert report.errors[0].hint == (
+        "the current output schema, renderer or presentation meta of weather_lookup rejects the "
+        "recorded value: make the tool accept it again, or re-record the cassette"
+    )
+
+
+def test_a_tool_not_registered_during_replay_is_named_as_such(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    # rc.8 resolves the tool to validate and render a served value; with no definition it
+    # fails the call with UNKNOWN_TOOL and skips post-execute.
+    execute(replay, "a")
+    finish(replay, "a", kit.fail('unknown tool "weather_lookup"', code="UNKNOWN_TOOL"))
+    report = replay.close()
+    assert messages(report) == [
+        "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
+        "rejected with UNKNOWN_TOOL"
+    ]
+    assert report.errors[0].hint == (
+        "register weather_lookup during replay too: its current definition validates and "
+        "renders the recorded value"
+    )
 
 
 def test_record_refuses_to_start_over_an_existing_file(recorded: Path, make_config: Any) -> None:
@@ -387,6 +477,12 @@ def test_replay_refuses_an_invalid_cassette_before_activation(
 def test_replay_refuses_other_include_patterns(recorded: Path, make_config: Any) -> None:
     with pytest.raises(IncludeDiffers):
         ToolCassetteSession.open(make_config("replay", include=["weather_*"]))
+
+
+def test_replay_accepts_the_recorded_patterns_in_another_order(recorded: Path, make_config: Any) -> None:
+    # A call is selected when any pattern matches it: the order of the patterns selects nothing.
+    session = ToolCassetteSession.open(make_config("replay", include=["mcp_*_read", "weather_*"]))
+    assert isinstance(execute(session, "a"), Serve)
 
 
 def test_replay_never_modifies_the_cassette(recorded: Path, make_config: Any, kit: Any) -> None:
@@ -473,13 +569,14 @@ def test_an_interruption_changes_nothing_in_a_replay(replay: ToolCassetteSession
      "record it first: run the same task once with toolCassette.mode: record, then replay; or fix the path"),
     ("replay", "d", "cannot read d: is a directory",
      "name a file inside it (toolCassette.file: d/<name>) or fix the path"),
-    ("record", "missing/c.jsonl", "cannot create c.jsonl.partial: no such file",
+    ("record", "a-file/c.jsonl", "cannot create the directory of c.jsonl: a directory in its path is a file",
      "point toolCassette.file at a file in a writable directory"),
 ])
 def test_a_file_that_cannot_be_opened_names_the_field_and_the_fix(
     make_config: Any, tmp_path: Path, mode: str, file: str, message: str, hint: str,
 ) -> None:
     (tmp_path / "d").mkdir()
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(CassetteIOError) as info:
         ToolCassetteSession.open(make_config(mode, file))
     assert str(info.value) == f"CASSETTE_IO: toolCassette.file: {message}"

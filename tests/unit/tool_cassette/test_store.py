@@ -56,10 +56,20 @@ def test_append_after_abandon_is_an_io_error(tmp_path: Path) -> None:
         recorder.append(header())
 
 
-def test_create_in_a_missing_directory_names_only_the_base_name(tmp_path: Path) -> None:
+def test_create_makes_the_missing_directories_private(tmp_path: Path) -> None:
+    # As `.dsh-cassettes/<name>.tool-cassette.jsonl` in a fresh project: the directory is made.
+    recorder = Recorder.create(str(tmp_path / ".dsh-cassettes" / "deep" / "c.jsonl"))
+    recorder.abandon()
+    assert (tmp_path / ".dsh-cassettes" / "deep" / "c.jsonl.partial").is_file()
+    for directory in (tmp_path / ".dsh-cassettes", tmp_path / ".dsh-cassettes" / "deep"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_create_under_a_file_names_only_the_base_name(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(CassetteIOError) as info:
-        Recorder.create(str(tmp_path / "missing" / "c.jsonl"))
-    assert str(info.value) == "CASSETTE_IO: cannot create c.jsonl.partial: no such file"
+        Recorder.create(str(tmp_path / "a-file" / "sub" / "c.jsonl"))
+    assert str(info.value) == "CASSETTE_IO: cannot create the directory of c.jsonl: a directory in its path is a file"
 
 
 def test_load_returns_calls_in_ordinal_order(make_cassette: Any) -> None:
