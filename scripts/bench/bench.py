@@ -238,9 +238,10 @@ def cancel_section(tmp: Path, root: Path, under_test: dict[str, str]) -> None:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(where)], check=True)
     cancel = cancel_run(tmp, "cancel", root, under_test)
     # Flat out, the offered load is whatever the sidecar sustains (a faster sidecar only adds
-    # load; group-committed fsyncs, not the CPU, bound it here), so the probe is also measured
-    # at one fixed offered load: the baseline's flat-out rate when one
-    # was measured, else PACED_RATE, about what the sidecar sustained with writes in the reader.
+    # load; here the callers' round trips bound it, not the CPU or the disk: the same rate with
+    # the cassette on tmpfs), so the probe is also measured at one fixed offered load: the
+    # baseline's flat-out rate when one was measured, else PACED_RATE, about what the sidecar
+    # sustained with writes in the reader.
     rate = baseline["recordedPerSec"] if baseline is not None else PACED_RATE
     paced = cancel_run(tmp, "cancel-paced", root, under_test, rate=rate)
     print(
