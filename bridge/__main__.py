@@ -1,4 +1,4 @@
-"""``python -m bridge``: serve the shim on stdin/stdout until end of input."""
+"""``python -m dsh_sidecar.bridge``: serve the shim on stdin/stdout until end of input."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import sys
 
 import anyio
 
-from bridge.server import Server
-from bridge.sidecar import Sidecar
-from bridge.stdio import FdReceiveStream, FdSendStream, claim_stdout
+from dsh_sidecar.bridge.server import Server
+from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.stdio import FdReceiveStream, FdSendStream, claim_stdout
 
 __all__ = ["main"]
 

@@ -19,10 +19,10 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from bridge import doctor
-from bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
-from bridge.install import PACKAGE, install_package, install_plugin
-from bridge.run import (
+from dsh_sidecar.bridge import doctor
+from dsh_sidecar.bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
+from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin
+from dsh_sidecar.bridge.run import (
     HOST_ENV_VAR,
     RECORD_MODES,
     HostNotFound,
@@ -33,11 +33,11 @@ from bridge.run import (
     find_host,
     run,
 )
-from python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
-from python_core.errors import SidecarError
-from python_core.mock.cli import mock as mock_cli
-from python_core.model_cassette.cli import cli as model_cassette_cli
-from python_core.session_log import (
+from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.cli import mock as mock_cli
+from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
+from dsh_sidecar.python_core.session_log import (
     SessionSummary,
     mock_statuses,
     project_key,
@@ -46,8 +46,8 @@ from python_core.session_log import (
     tool_calls,
     tool_results,
 )
-from python_core.subagent_cassette.cli import cli as subagent_cassette_cli
-from python_core.tool_cassette.cli import main as tool_cassette_cli
+from dsh_sidecar.python_core.subagent_cassette.cli import cli as subagent_cassette_cli
+from dsh_sidecar.python_core.tool_cassette.cli import main as tool_cassette_cli
 
 __all__ = ["main"]
 

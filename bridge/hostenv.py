@@ -25,7 +25,7 @@ from pathlib import Path
 
 import msgspec
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
     "DSH_VERSION",

@@ -2,7 +2,7 @@
 
 The tarball carries ``install.json`` naming the Python that ran the install, so the row starts
 the right interpreter without restating it in config. With an editable install of
-dsh-sidecar that interpreter imports ``bridge``/``python_core`` from the working tree: an edit
+dsh-sidecar that interpreter imports ``dsh_sidecar`` from the working tree: an edit
 there takes effect on the next DSH run without reinstalling the plugin.
 """
 
@@ -18,10 +18,12 @@ import sys
 import tarfile
 from pathlib import Path
 
-import bridge
-import python_core
-from bridge.hostenv import HostEnv, HostError
-from node_shim import SHIM_DIR
+import dsh_sidecar
+import dsh_sidecar.bridge
+import dsh_sidecar.node_shim
+import dsh_sidecar.python_core
+from dsh_sidecar.bridge.hostenv import HostEnv, HostError
+from dsh_sidecar.node_shim import SHIM_DIR
 
 __all__ = [
     "HMR_BLOCK",
@@ -130,13 +132,15 @@ def install_package(
 
 
 def compile_sidecar() -> None:
-    """Write the bytecode of ``bridge`` and ``python_core`` (wherever they are imported from).
+    """Write the bytecode of ``dsh_sidecar`` and its parts (wherever they are imported from).
 
     The sidecar starts inside every DSH boot; where ``PYTHONDONTWRITEBYTECODE`` is set, Python
     would otherwise compile these sources on each start (pip already compiled the dependencies
     when it installed them). Written explicitly, it is written whatever the variable says.
     """
-    for package in (bridge, python_core):
+    # Each part separately: in a checkout they are links, which compile_dir does not follow.
+    compileall.compile_file(dsh_sidecar.__file__ or "", quiet=2)
+    for package in (dsh_sidecar.bridge, dsh_sidecar.python_core, dsh_sidecar.node_shim):
         for directory in package.__path__:
             compileall.compile_dir(directory, quiet=2)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import anyio
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = ["LineWriter", "Ticket"]
 

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from bridge.later import Pending
-from bridge.protocol import (
+from dsh_sidecar.bridge.later import Pending
+from dsh_sidecar.bridge.protocol import (
     CancelParams,
     CancelResult,
     LlmResponse,
@@ -26,19 +26,19 @@ from bridge.protocol import (
     RouteResult,
     ToolCallOut,
 )
-from bridge.trace import Trace
-from python_core.errors import SidecarError
-from python_core.mock import (
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock import (
     EmitFinal,
     EmitToolCalls,
     RunCommand,
     auxiliary_answer,
     parse_arguments,
 )
-from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
-from python_core.mock.config import MockConfig
-from python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
-from python_core.mock.plan import Action, MockPlan
+from dsh_sidecar.python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
+from dsh_sidecar.python_core.mock.config import MockConfig
+from dsh_sidecar.python_core.mock.machine import MockTurns, SeenResult, ToolOutcome
+from dsh_sidecar.python_core.mock.plan import Action, MockPlan
 
 __all__ = ["MOCK_ROUTE", "ORDINARY_TURN_TEXT", "MockDriver", "sleep_ms"]
 

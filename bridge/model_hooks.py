@@ -14,13 +14,13 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from bridge.later import Later, durable
-from bridge.line_writer import LineWriter
-from bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
-from bridge.trace import Trace
-from python_core.errors import SidecarError
-from python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
-from python_core.model_cassette.initiator import delegation_depth
+from dsh_sidecar.bridge.later import Later, durable
+from dsh_sidecar.bridge.line_writer import LineWriter
+from dsh_sidecar.bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
+from dsh_sidecar.python_core.model_cassette.initiator import delegation_depth
 
 __all__ = ["ModelHooks"]
 

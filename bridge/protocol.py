@@ -13,12 +13,12 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from python_core.errors import ProtocolError
-from python_core.mock.plan import MockStatus
-from python_core.model_cassette.initiator import InitiatorFacts
-from python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
-from python_core.subagent_cassette.host import ParentFacts
-from python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.errors import ProtocolError
+from dsh_sidecar.python_core.mock.plan import MockStatus
+from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts
+from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
+from dsh_sidecar.python_core.subagent_cassette.host import ParentFacts
+from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
 
 __all__ = [
     "INITIALIZE",

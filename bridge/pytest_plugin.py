@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from bridge.hostenv import HostEnv, ensure_host, host_env
-from bridge.install import PACKAGE, install_plugin
-from bridge.run import (
+from dsh_sidecar.bridge.hostenv import HostEnv, ensure_host, host_env
+from dsh_sidecar.bridge.install import PACKAGE, install_plugin
+from dsh_sidecar.bridge.run import (
     RECORD_MODES,
     CassetteMissing,
     HostNotFound,

@@ -1,6 +1,6 @@
 """The run API: one headless DSH rc.8 turn with cassettes and the mock in, a typed result out.
 
-    from bridge.run import ToolCassette, run
+    from dsh_sidecar.bridge.run import ToolCassette, run
 
     result = run(
         '/mock run weather_lookup({"city": "Paris"})',
@@ -37,12 +37,12 @@ from typing import Any, Literal
 
 import msgspec
 
-from bridge.hostenv import HostEnv, host_env
-from bridge.install import PACKAGE
-from bridge.report import CassetteCounts, RunReport, read_report
-from python_core.errors import SidecarError
-from python_core.mock import MockStatus, Script, encode_script, validate_script
-from python_core.session_log import (
+from dsh_sidecar.bridge.hostenv import HostEnv, host_env
+from dsh_sidecar.bridge.install import PACKAGE
+from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
+from dsh_sidecar.python_core.session_log import (
     final_text,
     mock_statuses,
     read_session_log,
@@ -50,7 +50,7 @@ from python_core.session_log import (
     tool_calls,
     tool_results,
 )
-from python_core.subagent_cassette.cli import ONE_SHOT_PATCH
+from dsh_sidecar.python_core.subagent_cassette.cli import ONE_SHOT_PATCH
 
 __all__ = [
     "CassetteMissing",

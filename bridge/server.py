@@ -43,7 +43,7 @@ import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from bridge.connection import (
+from dsh_sidecar.bridge.connection import (
     CANCEL_MARK,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -54,12 +54,12 @@ from bridge.connection import (
     RpcConnection,
     Send,
 )
-from bridge.framing import LineFramer
-from bridge.later import Later, Pending
-from bridge.line_writer import LineWriter
-from bridge.protocol import INITIALIZE, METHODS, Lifecycle
-from bridge.stdio import FdSendStream, NowaitReceive
-from python_core.errors import SidecarError
+from dsh_sidecar.bridge.framing import LineFramer
+from dsh_sidecar.bridge.later import Later, Pending
+from dsh_sidecar.bridge.line_writer import LineWriter
+from dsh_sidecar.bridge.protocol import INITIALIZE, METHODS, Lifecycle
+from dsh_sidecar.bridge.stdio import FdSendStream, NowaitReceive
+from dsh_sidecar.python_core.errors import SidecarError
 
 if TYPE_CHECKING:
     from jsonrpcserver import Result

@@ -10,10 +10,10 @@ import os
 
 from msgspec import UNSET, Raw
 
-from bridge.later import Later, Pending
-from bridge.mock_driver import MockDriver
-from bridge.model_hooks import ModelHooks
-from bridge.protocol import (
+from dsh_sidecar.bridge.later import Later, Pending
+from dsh_sidecar.bridge.mock_driver import MockDriver
+from dsh_sidecar.bridge.model_hooks import ModelHooks
+from dsh_sidecar.bridge.protocol import (
     PROTOCOL_VERSION,
     CancelParams,
     CancelResult,
@@ -47,14 +47,14 @@ from bridge.protocol import (
     TurnParams,
     UpstreamFacts,
 )
-from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
-from bridge.subagent_hooks import SubagentHooks
-from bridge.tool_hooks import ToolHooks
-from bridge.trace import Trace
-from python_core import __version__
-from python_core.config import SidecarConfig, parse_sidecar_config
-from python_core.errors import ProtocolError, SidecarError
-from python_core.turns import TurnLedger
+from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
+from dsh_sidecar.bridge.tool_hooks import ToolHooks
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core import __version__
+from dsh_sidecar.python_core.config import SidecarConfig, parse_sidecar_config
+from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+from dsh_sidecar.python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
 

@@ -21,9 +21,9 @@ import time
 import anyio
 import msgspec
 
-from bridge.later import Later, durable
-from bridge.line_writer import LineWriter, Ticket
-from bridge.protocol import (
+from dsh_sidecar.bridge.later import Later, durable
+from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
+from dsh_sidecar.bridge.protocol import (
     CallHandle,
     Empty,
     ReplayFacts,
@@ -37,11 +37,11 @@ from bridge.protocol import (
     WireResult,
     WireStartError,
 )
-from bridge.trace import Trace
-from python_core.cassette_io import display_name
-from python_core.errors import SidecarError
-from python_core.subagent_cassette import CallHandle as Handle
-from python_core.subagent_cassette import (
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.cassette_io import display_name
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.subagent_cassette import CallHandle as Handle
+from dsh_sidecar.python_core.subagent_cassette import (
     CassetteConfig,
     CloseReport,
     Forward,
@@ -50,15 +50,15 @@ from python_core.subagent_cassette import (
     SubagentCassette,
     Upstream,
 )
-from python_core.subagent_cassette.engine import Decision
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.subagent_cassette.engine import Decision
+from dsh_sidecar.python_core.subagent_cassette.format import (
     Outcome,
     ResultErrorOutcome,
     ResultOutcome,
     StartErrorOutcome,
 )
-from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
-from python_core.turns import RecordingInterrupted
+from dsh_sidecar.python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, start_request
+from dsh_sidecar.python_core.turns import RecordingInterrupted
 
 __all__ = ["SubagentHooks"]
 

@@ -12,20 +12,20 @@ from __future__ import annotations
 import anyio
 from msgspec import UNSET
 
-from bridge.later import Later
-from bridge.line_writer import LineWriter, Ticket
-from bridge.mock_driver import MockDriver
-from bridge.protocol import (
+from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
+from dsh_sidecar.bridge.mock_driver import MockDriver
+from dsh_sidecar.bridge.protocol import (
     ExecuteDecision,
     ExecuteParams,
     PostExecuteDecision,
     PostExecuteParams,
     ResultParams,
 )
-from bridge.trace import Trace
-from python_core.errors import SidecarError
-from python_core.tool_cassette.config import ToolCassetteConfig
-from python_core.tool_cassette.engine import (
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
+from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
     Passthrough,

@@ -59,7 +59,7 @@ const HOST_PACKAGES = ['@deepseek-ai/dsh', '@deepseek-ai/dsh-tools', '@deepseek-
 /** Start the sidecar and finish the handshake. @param {RowConfig} config */
 async function startSidecar(config) {
   const python = config.python?.length ? config.python : installedPython()
-  const argv = [...python, '-m', 'bridge']
+  const argv = [...python, '-m', 'dsh_sidecar.bridge']
   const child = spawn(argv[0], argv.slice(1), {
     cwd: process.cwd(),
     stdio: ['pipe', 'pipe', 'inherit'],
@@ -107,7 +107,7 @@ function refuseBoot(error) {
   // A sidecar that could not start was already reported by its exit watcher.
   if (!(error instanceof SidecarUnavailable)) process.stderr.write(`dsh-sidecar: ${error instanceof Error ? error.message : String(error)}\n`)
   const hint = (error instanceof RemoteError ? error.hint : undefined) ?? (error instanceof SidecarUnavailable
-    ? 'the row\'s `python` (default: the interpreter `dsh-sidecar install` ran with) must start `-m bridge`; re-run `dsh-sidecar install` from that environment or set `python`'
+    ? 'the row\'s `python` (default: the interpreter `dsh-sidecar install` ran with) must import `dsh_sidecar.bridge`; re-run `dsh-sidecar install` from that environment or set `python`'
     : undefined)
   if (hint) process.stderr.write(`dsh-sidecar: fix: ${hint}\n`)
   process.exit(1)

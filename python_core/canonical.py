@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 
 __all__ = [
     "DEPTH_REASON",

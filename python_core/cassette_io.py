@@ -28,9 +28,9 @@ from typing import Any, ClassVar, Protocol, TypeVar
 import msgspec
 from msgspec import UNSET
 
-from python_core.canonical import canonical_bytes, digest, digest_bytes
-from python_core.errors import CanonicalJsonError, SidecarError
-from python_core.files import display_name, reason_of
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest, digest_bytes
+from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
+from dsh_sidecar.python_core.files import display_name, reason_of
 
 __all__ = [
     "GENESIS",

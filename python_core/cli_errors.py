@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import click
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
     "EXIT_DIFFERENT",

@@ -15,18 +15,18 @@ from typing import Any
 
 import msgspec
 
-from python_core.canonical import DEPTH_REASON, value_too_deep
-from python_core.config_fields import ConfigSection
-from python_core.config_paths import check_nul, check_path
-from python_core.errors import ConfigError
-from python_core.mock.config import MockConfig
-from python_core.mock.config import parse_config as parse_mock
-from python_core.model_cassette.config import ModelCassetteConfig
-from python_core.model_cassette.config import parse_config as parse_model_cassette
-from python_core.subagent_cassette.config import CassetteConfig as SubagentCassetteConfig
-from python_core.subagent_cassette.config import parse_section as parse_subagent_cassette
-from python_core.tool_cassette.config import ToolCassetteConfig
-from python_core.tool_cassette.config import parse_config as parse_tool_cassette
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, value_too_deep
+from dsh_sidecar.python_core.config_fields import ConfigSection
+from dsh_sidecar.python_core.config_paths import check_nul, check_path
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.mock.config import MockConfig
+from dsh_sidecar.python_core.mock.config import parse_config as parse_mock
+from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_cassette
+from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig as SubagentCassetteConfig
+from dsh_sidecar.python_core.subagent_cassette.config import parse_section as parse_subagent_cassette
+from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
+from dsh_sidecar.python_core.tool_cassette.config import parse_config as parse_tool_cassette
 
 __all__ = ["SidecarConfig", "parse_sidecar_config"]
 

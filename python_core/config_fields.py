@@ -11,7 +11,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
-from python_core.errors import ConfigError
+from dsh_sidecar.python_core.errors import ConfigError
 
 __all__ = ["ConfigSection", "Mode", "convert_section", "field_of"]
 

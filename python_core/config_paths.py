@@ -13,8 +13,8 @@ import os
 import stat
 from typing import Literal
 
-from python_core.errors import ConfigError
-from python_core.files import display_name
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.files import display_name
 
 __all__ = ["check_nul", "check_path"]
 

@@ -15,7 +15,7 @@ import os
 import stat
 from typing import BinaryIO
 
-from python_core.errors import printable
+from dsh_sidecar.python_core.errors import printable
 
 __all__ = ["FileRefused", "display_name", "open_regular", "reason_of"]
 

@@ -13,7 +13,7 @@ from typing import Literal
 
 import msgspec
 
-from python_core.errors import printable
+from dsh_sidecar.python_core.errors import printable
 
 __all__ = ["PointerChange", "describe", "differing_pointers", "escape_token"]
 

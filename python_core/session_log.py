@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import msgspec
 
-from python_core.mock.plan import MockStatus
-from python_core.mock.source import decode_source
+from dsh_sidecar.python_core.mock.plan import MockStatus
+from dsh_sidecar.python_core.mock.source import decode_source
 
 __all__ = [
     "SessionSummary",

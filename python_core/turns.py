@@ -12,7 +12,7 @@ ledger only counts them. It is sans-I/O and decides nothing about files.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"]
 

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bridge.run import Row, ToolCassette, run
+from dsh_sidecar.bridge.run import Row, ToolCassette, run
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = '/mock run weather_lookup({"city": "Paris"})'

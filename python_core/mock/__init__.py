@@ -3,12 +3,12 @@ conversion, replay path policy and the sans-I/O plan the bridge drives (docs/moc
 
 from __future__ import annotations
 
-from python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
-from python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
-from python_core.mock.machine import TURN_TRANSITIONS, MockTurns
-from python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
-from python_core.mock.paths import resolve_replay_path
-from python_core.mock.plan import (
+from dsh_sidecar.python_core.mock.assemble import assemble_plan, find_command, refused_turn_status
+from dsh_sidecar.python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
+from dsh_sidecar.python_core.mock.machine import TURN_TRANSITIONS, MockTurns
+from dsh_sidecar.python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
+from dsh_sidecar.python_core.mock.paths import resolve_replay_path
+from dsh_sidecar.python_core.mock.plan import (
     EmitFinal,
     EmitToolCalls,
     MockPlan,
@@ -19,8 +19,8 @@ from python_core.mock.plan import (
     auxiliary_answer,
     refused_status,
 )
-from python_core.mock.script import Script, encode_script, validate_script
-from python_core.mock.source import load_script, load_source, read_source, source_name_for
+from dsh_sidecar.python_core.mock.script import Script, encode_script, validate_script
+from dsh_sidecar.python_core.mock.source import load_script, load_source, read_source, source_name_for
 
 __all__ = [
     "DEFAULT_NESTED_TOOLS",

@@ -13,13 +13,13 @@ import hashlib
 from collections.abc import Collection, Sequence
 from typing import Literal
 
-from python_core.errors import SidecarError
-from python_core.mock.command import ReplayCommand, parse_command
-from python_core.mock.nearmiss import is_near_miss
-from python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
-from python_core.mock.paths import resolve_replay_path
-from python_core.mock.plan import MockPlan, MockStatus, refused_status
-from python_core.mock.source import load_source, read_source, source_name_for
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.command import ReplayCommand, parse_command
+from dsh_sidecar.python_core.mock.nearmiss import is_near_miss
+from dsh_sidecar.python_core.mock.nested import DEFAULT_NESTED_TOOLS, reject_nested_tools
+from dsh_sidecar.python_core.mock.paths import resolve_replay_path
+from dsh_sidecar.python_core.mock.plan import MockPlan, MockStatus, refused_status
+from dsh_sidecar.python_core.mock.source import load_source, read_source, source_name_for
 
 __all__ = ["assemble_plan", "find_command", "refused_turn_status"]
 

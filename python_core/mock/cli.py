@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import click
 
-from python_core.cli_errors import NamedFailure
-from python_core.errors import SidecarError
-from python_core.mock.script import encode_script, executable_steps, script_id
-from python_core.mock.source import load_source, read_source, source_name_for
+from dsh_sidecar.python_core.cli_errors import NamedFailure
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.script import encode_script, executable_steps, script_id
+from dsh_sidecar.python_core.mock.source import load_source, read_source, source_name_for
 
 __all__ = ["mock"]
 

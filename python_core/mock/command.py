@@ -21,11 +21,11 @@ from typing import Final
 
 import msgspec
 
-from python_core.canonical import loads_strict
-from python_core.errors import CanonicalJsonError
-from python_core.mock.errors import InvalidCommand, InvalidScript
-from python_core.mock.nearmiss import closest_subcommand, is_near_miss
-from python_core.mock.script import MAX_WAIT_MS, Script, validate_script
+from dsh_sidecar.python_core.canonical import loads_strict
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.mock.errors import InvalidCommand, InvalidScript
+from dsh_sidecar.python_core.mock.nearmiss import closest_subcommand, is_near_miss
+from dsh_sidecar.python_core.mock.script import MAX_WAIT_MS, Script, validate_script
 
 __all__ = [
     "OVERWRITE_WAIT_OPTION",

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import msgspec
 
-from python_core.config_fields import ConfigSection, convert_section
+from dsh_sidecar.python_core.config_fields import ConfigSection, convert_section
 
 __all__ = ["MAX_GAP_MS", "MockConfig", "parse_config"]
 

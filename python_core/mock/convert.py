@@ -25,10 +25,10 @@ from typing import Any, Final
 
 import msgspec
 
-from python_core.canonical import DEPTH_REASON, loads_strict, too_deep_lines
-from python_core.errors import CanonicalJsonError
-from python_core.mock.errors import ConversionMismatch, InvalidScript
-from python_core.mock.script import Script, validate_script
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, loads_strict, too_deep_lines
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.mock.errors import ConversionMismatch, InvalidScript
+from dsh_sidecar.python_core.mock.script import Script, validate_script
 
 __all__ = ["SESSION_LOG_VERSION", "convert_session"]
 

@@ -7,7 +7,7 @@ locations, ``source:line``. Never raw arguments, results or absolute paths.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
     "ConversionMismatch",

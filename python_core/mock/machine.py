@@ -21,10 +21,15 @@ from typing import Final, Literal
 
 import msgspec
 
-from python_core.errors import SidecarError
-from python_core.mock.errors import DuplicateMockTurn, MidTurnMockCommand, MockIllegalEvent, SessionsDisposed
-from python_core.mock.plan import Action, EmitToolCalls, MockPlan, MockStatus, ObservedResult
-from python_core.mock.reasons import refusal_hint
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.errors import (
+    DuplicateMockTurn,
+    MidTurnMockCommand,
+    MockIllegalEvent,
+    SessionsDisposed,
+)
+from dsh_sidecar.python_core.mock.plan import Action, EmitToolCalls, MockPlan, MockStatus, ObservedResult
+from dsh_sidecar.python_core.mock.reasons import refusal_hint
 
 __all__ = [
     "TURN_TRANSITIONS",

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final
 
-from python_core.canonical import pointer
-from python_core.mock.errors import UnsupportedNestedTool
-from python_core.mock.script import ParallelStep, Script, ToolStep
+from dsh_sidecar.python_core.canonical import pointer
+from dsh_sidecar.python_core.mock.errors import UnsupportedNestedTool
+from dsh_sidecar.python_core.mock.script import ParallelStep, Script, ToolStep
 
 __all__ = ["DEFAULT_NESTED_TOOLS", "reject_nested_tools"]
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 import os.path
 from collections.abc import Callable, Sequence
 
-from python_core.errors import ConfigError
-from python_core.mock.errors import PathRefused
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.mock.errors import PathRefused
 
 __all__ = ["resolve_replay_path"]
 

@@ -20,8 +20,8 @@ from typing import Final, Literal
 
 import msgspec
 
-from python_core.errors import ConfigError, SidecarError
-from python_core.mock.errors import (
+from dsh_sidecar.python_core.errors import ConfigError, SidecarError
+from dsh_sidecar.python_core.mock.errors import (
     ConversionMismatch,
     InvalidArgsStop,
     InvalidCommand,
@@ -37,8 +37,8 @@ from python_core.mock.errors import (
     UnknownToolStop,
     UnsupportedNestedTool,
 )
-from python_core.mock.reasons import full_message_hint, schema_reasons
-from python_core.mock.script import MAX_WAIT_MS, Script, executable_steps, script_id
+from dsh_sidecar.python_core.mock.reasons import full_message_hint, schema_reasons
+from dsh_sidecar.python_core.mock.script import MAX_WAIT_MS, Script, executable_steps, script_id
 
 __all__ = [
     "DEFAULT_GAP_MS",

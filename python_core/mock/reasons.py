@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from python_core.errors import SidecarError
-from python_core.mock.errors import PathRefused
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.errors import PathRefused
 
 __all__ = ["full_message_hint", "refusal_hint", "schema_reasons"]
 

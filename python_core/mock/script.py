@@ -15,9 +15,9 @@ from typing import Any, Final, Literal
 
 import msgspec
 
-from python_core.canonical import canonical_bytes, digest_bytes, loads_strict, pointer
-from python_core.errors import CanonicalJsonError
-from python_core.mock.errors import InvalidScript
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes, loads_strict, pointer
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.mock.errors import InvalidScript
 
 __all__ = [
     "MAX_WAIT_MS",

@@ -17,11 +17,11 @@ from typing import Final, Literal
 import msgspec
 import zstandard
 
-from python_core.canonical import too_deep
-from python_core.files import FileRefused, display_name, open_regular, reason_of
-from python_core.mock.convert import convert_session
-from python_core.mock.errors import InvalidScript, SourceUnreadable
-from python_core.mock.script import Script, decode_script
+from dsh_sidecar.python_core.canonical import too_deep
+from dsh_sidecar.python_core.files import FileRefused, display_name, open_regular, reason_of
+from dsh_sidecar.python_core.mock.convert import convert_session
+from dsh_sidecar.python_core.mock.errors import InvalidScript, SourceUnreadable
+from dsh_sidecar.python_core.mock.script import Script, decode_script
 
 __all__ = [
     "MAX_DECODED_BYTES",

@@ -14,13 +14,13 @@ import json
 import click
 import msgspec
 
-from python_core.canonical import digest_bytes
-from python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
-from python_core.errors import SidecarError
-from python_core.model_cassette.errors import short
-from python_core.model_cassette.format import PROTOCOL, CallFrame
-from python_core.model_cassette.request import compare
-from python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.model_cassette.errors import short
+from dsh_sidecar.python_core.model_cassette.format import PROTOCOL, CallFrame
+from dsh_sidecar.python_core.model_cassette.request import compare
+from dsh_sidecar.python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["cli", "diff_cassettes"]
 

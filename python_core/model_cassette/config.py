@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Literal
 
-from python_core.config_fields import ConfigSection, Mode
-from python_core.errors import ConfigError
+from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
+from dsh_sidecar.python_core.errors import ConfigError
 
 __all__ = ["ModelCassetteConfig", "parse_config"]
 

@@ -22,17 +22,17 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, Raw
 
-from python_core.canonical import canonical_bytes
-from python_core.errors import ProtocolError, SidecarError
-from python_core.model_cassette.config import ModelCassetteConfig
-from python_core.model_cassette.errors import (
+from dsh_sidecar.python_core.canonical import canonical_bytes
+from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteMismatch,
     ModelExtraCall,
     ModelRecordingIncomplete,
     ModelReplayPoisoned,
     ModelUnconsumed,
 )
-from python_core.model_cassette.format import (
+from dsh_sidecar.python_core.model_cassette.format import (
     GENESIS,
     PROTOCOL,
     VERSION,
@@ -41,8 +41,8 @@ from python_core.model_cassette.format import (
     HeaderFrame,
     chunk_facts,
 )
-from python_core.model_cassette.request import compare, lane_of, normalize, parts_of
-from python_core.model_cassette.store import Recorder, load
+from dsh_sidecar.python_core.model_cassette.request import compare, lane_of, normalize, parts_of
+from dsh_sidecar.python_core.model_cassette.store import Recorder, load
 
 __all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
 

@@ -14,9 +14,9 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import MAX_SAFE_INTEGER, is_canonical
-from python_core.cassette_io import GENESIS, line_hash, seal
-from python_core.model_cassette.request import RequestParts
+from dsh_sidecar.python_core.canonical import MAX_SAFE_INTEGER, is_canonical
+from dsh_sidecar.python_core.cassette_io import GENESIS, line_hash, seal
+from dsh_sidecar.python_core.model_cassette.request import RequestParts
 
 __all__ = [
     "GENESIS",

@@ -20,7 +20,7 @@ from typing import Any
 
 import msgspec
 
-from python_core.canonical import canonical_bytes, digest_bytes
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
 
 __all__ = [
     "CWD_TOKEN",

@@ -12,11 +12,15 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET
 
-from python_core.canonical import is_canonical
-from python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
-from python_core.files import FileRefused, open_regular
-from python_core.model_cassette.errors import ModelCassetteExists, ModelCassetteInvalid, ModelCassetteIOError
-from python_core.model_cassette.format import (
+from dsh_sidecar.python_core.canonical import is_canonical
+from dsh_sidecar.python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
+from dsh_sidecar.python_core.files import FileRefused, open_regular
+from dsh_sidecar.python_core.model_cassette.errors import (
+    ModelCassetteExists,
+    ModelCassetteInvalid,
+    ModelCassetteIOError,
+)
+from dsh_sidecar.python_core.model_cassette.format import (
     GENESIS,
     PROTOCOL,
     VERSION,
@@ -31,7 +35,7 @@ from python_core.model_cassette.format import (
     line_hash,
     probe_header,
 )
-from python_core.model_cassette.request import checked_parts, lane_of
+from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
 
 __all__ = ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"]
 

@@ -5,8 +5,8 @@ Layers import downward: ``cli`` -> ``engine``/``diff`` -> ``store`` -> ``identit
 ``StartRequest``) -> ``identity``.
 """
 
-from python_core.subagent_cassette.config import CassetteConfig, parse_config
-from python_core.subagent_cassette.engine import (
+from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig, parse_config
+from dsh_sidecar.python_core.subagent_cassette.engine import (
     CallHandle,
     CloseReport,
     Forward,
@@ -16,7 +16,7 @@ from python_core.subagent_cassette.engine import (
     SubagentCassette,
     Upstream,
 )
-from python_core.subagent_cassette.identity import StartRequest
+from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
 
 __all__ = [
     "CallHandle",

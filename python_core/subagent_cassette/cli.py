@@ -16,12 +16,12 @@ import click
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from python_core.cli_errors import EXIT_DIFFERENT, NamedFailure, NotComparableFailure
-from python_core.errors import SidecarError
-from python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
-from python_core.subagent_cassette.errors import NotComparable, escape
-from python_core.subagent_cassette.format import Cassette, project_stop_reason, to_json
-from python_core.subagent_cassette.store import load, verify_file
+from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, NamedFailure, NotComparableFailure
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
+from dsh_sidecar.python_core.subagent_cassette.errors import NotComparable, escape
+from dsh_sidecar.python_core.subagent_cassette.format import Cassette, project_stop_reason, to_json
+from dsh_sidecar.python_core.subagent_cassette.store import load, verify_file
 
 __all__ = ["cli"]
 

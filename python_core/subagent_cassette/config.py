@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from python_core.canonical import DEPTH_REASON, canonical_bytes
-from python_core.config_fields import ConfigSection, Mode, field_of
-from python_core.errors import CanonicalJsonError, ConfigError
-from python_core.subagent_cassette.redact import build_redactor
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, canonical_bytes
+from dsh_sidecar.python_core.config_fields import ConfigSection, Mode, field_of
+from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError
+from dsh_sidecar.python_core.subagent_cassette.redact import build_redactor
 
 __all__ = ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"]
 

@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET
 
-from python_core.subagent_cassette.errors import NotComparable
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.subagent_cassette.errors import NotComparable
+from dsh_sidecar.python_core.subagent_cassette.format import (
     Cassette,
     Header,
     Interaction,

@@ -27,9 +27,9 @@ from typing import Final
 
 import msgspec
 
-from python_core.errors import CanonicalJsonError, ConfigError, SidecarError
-from python_core.subagent_cassette.config import CassetteConfig
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError, SidecarError
+from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     AmbiguousCassette,
     AppendIncompatible,
     CassetteMiss,
@@ -41,7 +41,7 @@ from python_core.subagent_cassette.errors import (
     UnconsumedInteractions,
     UnsettledCalls,
 )
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.subagent_cassette.format import (
     SUPPORTED_TARGETS,
     VERSION,
     Capabilities,
@@ -66,7 +66,7 @@ from python_core.subagent_cassette.format import (
     seal_interaction,
     to_json,
 )
-from python_core.subagent_cassette.identity import (
+from dsh_sidecar.python_core.subagent_cassette.identity import (
     StartRequest,
     call_key,
     parent_context_fingerprint,
@@ -74,8 +74,8 @@ from python_core.subagent_cassette.identity import (
     request_fingerprint,
     request_metadata,
 )
-from python_core.subagent_cassette.redact import Redactor, build_redactor
-from python_core.subagent_cassette.store import CassetteWriter, display_name, load
+from dsh_sidecar.python_core.subagent_cassette.redact import Redactor, build_redactor
+from dsh_sidecar.python_core.subagent_cassette.store import CassetteWriter, display_name, load
 
 __all__ = [
     "CallHandle",

@@ -8,7 +8,7 @@ error messages and raw stop reasons never reach a message.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
     "AmbiguousCassette",

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
-from python_core.canonical import (
+from dsh_sidecar.python_core.canonical import (
     MAX_SAFE_INTEGER,
     NOT_CANONICAL,
     canonical_bytes,
@@ -33,9 +33,9 @@ from python_core.canonical import (
     digest,
     loads_strict,
 )
-from python_core.cassette_io import mapping_hash, schema_location, seal_mapping
-from python_core.errors import CanonicalJsonError
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core.cassette_io import mapping_hash, schema_location, seal_mapping
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteFormatError,
     CassetteIntegrityError,
     TargetMismatch,

@@ -15,10 +15,10 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from python_core.canonical import digest
-from python_core.errors import CanonicalJsonError
-from python_core.subagent_cassette.errors import InvalidStartRequest
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.canonical import digest
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.subagent_cassette.errors import InvalidStartRequest
+from dsh_sidecar.python_core.subagent_cassette.format import (
     Count,
     FullRequest,
     NonEmpty,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
-from python_core.errors import ConfigError
+from dsh_sidecar.python_core.errors import ConfigError
 
 __all__ = ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "build_redactor"]
 

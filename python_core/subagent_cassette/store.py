@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from python_core import files
-from python_core.cassette_io import display_name, fsync_dir, reason_of
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core import files
+from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_of
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteExists,
     CassetteLocked,
     CassetteNotFound,
     CassetteReadError,
     CassetteStateError,
 )
-from python_core.subagent_cassette.format import Cassette, CassetteParser
+from dsh_sidecar.python_core.subagent_cassette.format import Cassette, CassetteParser
 
 __all__ = ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"]
 

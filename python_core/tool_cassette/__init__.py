@@ -1,7 +1,7 @@
 """Tool cassette: record selected DSH tool calls once, replay them exactly offline."""
 
-from python_core.tool_cassette.config import ToolCassetteConfig, parse_config
-from python_core.tool_cassette.engine import (
+from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, parse_config
+from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
     Passthrough,
@@ -12,7 +12,7 @@ from python_core.tool_cassette.engine import (
     ToolCassetteSession,
     ToolResult,
 )
-from python_core.tool_cassette.store import VerifyReport, load, verify_file
+from dsh_sidecar.python_core.tool_cassette.store import VerifyReport, load, verify_file
 
 __all__ = [
     "CloseReport",

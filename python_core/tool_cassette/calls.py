@@ -11,9 +11,9 @@ from typing import Literal
 import msgspec
 from msgspec import UNSET
 
-from python_core.canonical import digest_bytes
-from python_core.tool_cassette.format import ResultFrame, ToolFailure, encode
-from python_core.tool_cassette.store import Cassette, RecordedCall
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.tool_cassette.format import ResultFrame, ToolFailure, encode
+from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall
 
 __all__ = ["CallSummary", "OutcomeKind", "outcome_json", "summarize"]
 

@@ -14,14 +14,20 @@ from typing import Any
 import click
 import msgspec
 
-from python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, NamedFailure
-from python_core.errors import SidecarError, printable
-from python_core.json_pointers import describe
-from python_core.tool_cassette.calls import CallSummary, summarize
-from python_core.tool_cassette.diff import CallChange, DiffReport, FieldChange, diff_cassettes, outcome_label
-from python_core.tool_cassette.errors import fingerprint
-from python_core.tool_cassette.format import PROTOCOL
-from python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
+from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, NamedFailure
+from dsh_sidecar.python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.json_pointers import describe
+from dsh_sidecar.python_core.tool_cassette.calls import CallSummary, summarize
+from dsh_sidecar.python_core.tool_cassette.diff import (
+    CallChange,
+    DiffReport,
+    FieldChange,
+    diff_cassettes,
+    outcome_label,
+)
+from dsh_sidecar.python_core.tool_cassette.errors import fingerprint
+from dsh_sidecar.python_core.tool_cassette.format import PROTOCOL
+from dsh_sidecar.python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["main"]
 

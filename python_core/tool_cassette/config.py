@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from python_core.config_fields import ConfigSection, Mode
-from python_core.errors import ConfigError
+from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
+from dsh_sidecar.python_core.errors import ConfigError
 
 __all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]
 

@@ -14,10 +14,10 @@ from typing import Literal
 
 import msgspec
 
-from python_core.json_pointers import PointerChange, differing_pointers
-from python_core.tool_cassette.calls import CallSummary, outcome_json, summarize
-from python_core.tool_cassette.config import same_selection
-from python_core.tool_cassette.store import Cassette, RecordedCall
+from dsh_sidecar.python_core.json_pointers import PointerChange, differing_pointers
+from dsh_sidecar.python_core.tool_cassette.calls import CallSummary, outcome_json, summarize
+from dsh_sidecar.python_core.tool_cassette.config import same_selection
+from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall
 
 __all__ = ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
 

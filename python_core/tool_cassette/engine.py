@@ -23,12 +23,12 @@ from typing import Any, ClassVar
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import digest_bytes
-from python_core.cassette_io import Chain, LineSink
-from python_core.errors import CanonicalJsonError, SidecarError
-from python_core.json_pointers import describe, differing_pointers
-from python_core.tool_cassette.config import ToolCassetteConfig, same_selection
-from python_core.tool_cassette.errors import (
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.cassette_io import Chain, LineSink
+from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
+from dsh_sidecar.python_core.json_pointers import describe, differing_pointers
+from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, same_selection
+from dsh_sidecar.python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
     CassetteExists,
     CassetteIOError,
@@ -45,7 +45,7 @@ from python_core.tool_cassette.errors import (
     UnsupportedConcludesTurn,
     ValueRejected,
 )
-from python_core.tool_cassette.format import (
+from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
     VERSION,
@@ -59,8 +59,8 @@ from python_core.tool_cassette.format import (
     canonical_text,
     encode,
 )
-from python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
-from python_core.turns import RecordingInterrupted
+from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
+from dsh_sidecar.python_core.turns import RecordingInterrupted
 
 __all__ = [
     "CALL_TRANSITIONS",

@@ -7,7 +7,7 @@ absolute paths never reach an error.
 
 from __future__ import annotations
 
-from python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.errors import SidecarError, printable
 
 __all__ = [
     "ArgumentsUnreadable",

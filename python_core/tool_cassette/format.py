@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
-from python_core.cassette_io import GENESIS, seal
+from dsh_sidecar.python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
+from dsh_sidecar.python_core.cassette_io import GENESIS, seal
 
 __all__ = [
     "GENESIS",

@@ -17,8 +17,8 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from python_core.cassette_io import (
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
+from dsh_sidecar.python_core.cassette_io import (
     Chain,
     PartialFile,
     display_name,
@@ -27,9 +27,9 @@ from python_core.cassette_io import (
     reason_of,
     schema_location,
 )
-from python_core.files import FileRefused, open_regular
-from python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
-from python_core.tool_cassette.format import (
+from dsh_sidecar.python_core.files import FileRefused, open_regular
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
+from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
     VERSION,

@@ -131,7 +131,7 @@ def main() -> None:
         bs, bc = bridge["sequential"], bridge["concurrent"]
         ratio = bs["medianUs"] / fs["medianUs"]
         pipelined = bc["callsPerSec"] / fc["callsPerSec"]
-        print("\n(b) tools/execute via node_shim/rpc.js Rpc -> python -m bridge "
+        print("\n(b) tools/execute via node_shim/rpc.js Rpc -> python -m dsh_sidecar.bridge "
               "(default row config: no cassette, pass-through)")
         print(
             f"    sequential   median {bs['medianUs']:8.1f} us   p99 {bs['p99Us']:8.1f} us"
@@ -152,10 +152,12 @@ def main() -> None:
         fresh = {}
         for name in ("installed", "none"):
             fresh[name] = tmp / f"fresh-{name}"
-            for package in ("bridge", "python_core"):
-                shutil.copytree(root / package, fresh[name] / package, ignore=shutil.ignore_patterns("__pycache__"))
+            for package in ("bridge", "python_core", "node_shim"):
+                shutil.copytree(root / package, fresh[name] / "dsh_sidecar" / package,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copy(root / "dsh_sidecar" / "__init__.py", fresh[name] / "dsh_sidecar" / "__init__.py")
         subprocess.run(
-            [PYTHON, "-c", "from bridge.install import compile_sidecar; compile_sidecar()"],
+            [PYTHON, "-c", "from dsh_sidecar.bridge.install import compile_sidecar; compile_sidecar()"],
             check=True, env={**os.environ, "PYTHONPATH": str(fresh["installed"])}, cwd=fresh["installed"],
         )
         installed = node(
@@ -166,7 +168,7 @@ def main() -> None:
             "startup", PYTHON, str(root), str(start_dir),
             env={"PYTHONPATH": str(fresh["none"]), "PYTHONDONTWRITEBYTECODE": "1"},
         )
-        print(f"\n(c) spawn python -m bridge -> initialize reply (median of {installed['n']})")
+        print(f"\n(c) spawn python -m dsh_sidecar.bridge -> initialize reply (median of {installed['n']})")
         rows = [
             ("PYTHONDONTWRITEBYTECODE=1, install-time bytecode", installed),
             ("PYTHONDONTWRITEBYTECODE=1, no bytecode at all", cold),

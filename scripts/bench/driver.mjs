@@ -126,10 +126,10 @@ async function loadRpc(root) {
   return (await import(pathToFileURL(join(root, 'node_shim', 'rpc.js')).href)).Rpc
 }
 
-/** Start `python -m bridge` the way the shim does and finish the handshake. */
+/** Start `python -m dsh_sidecar.bridge` the way the shim does and finish the handshake. */
 async function startSidecar(/** @type {any} */ Rpc, /** @type {string} */ tmp, /** @type {number} */ n, config = {}) {
   const t0 = now()
-  const child = spawn(python, ['-m', 'bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } })
+  const child = spawn(python, ['-m', 'dsh_sidecar.bridge'], { cwd: tmp, stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } })
   const exited = new Promise((resolve) => child.on('exit', resolve))
   const rpc = new Rpc(child.stdin, child.stdout)
   const reply = await rpc.request('initialize', {

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from python_core.errors import SidecarError
-from python_core.mock.source import decode_source
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.source import decode_source
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"

@@ -1,4 +1,4 @@
-"""Bridge tests run on asyncio, the backend ``python -m bridge`` uses."""
+"""Bridge tests run on asyncio, the backend ``python -m dsh_sidecar.bridge`` uses."""
 
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bridge import cli
-from bridge.doctor import Row, parse_row
-from bridge.hostenv import HostError
-from bridge.run import HostNotFound
+from dsh_sidecar.bridge import cli
+from dsh_sidecar.bridge.doctor import Row, parse_row
+from dsh_sidecar.bridge.hostenv import HostError
+from dsh_sidecar.bridge.run import HostNotFound
 
 DUMP = """\
 # == dsh-sidecar-shim

@@ -12,8 +12,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from bridge.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
-from node_shim import SHIM_DIR
+from dsh_sidecar.bridge.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
+from dsh_sidecar.node_shim import SHIM_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,11 +65,13 @@ def test_hmr_fix_is_added_once_after_the_users_rows(tmp_path: Path) -> None:
 
 
 def test_install_compiles_the_sidecar_even_where_bytecode_writing_is_off(tmp_path: Path) -> None:
-    for package in ("bridge", "python_core"):
-        shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("bridge", "python_core", "node_shim"):
+        shutil.copytree(ROOT / package, tmp_path / "dsh_sidecar" / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "dsh_sidecar" / "__init__.py", tmp_path / "dsh_sidecar" / "__init__.py")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
 
-    subprocess.run([sys.executable, "-c", "from bridge.install import compile_sidecar; compile_sidecar()"],
+    subprocess.run([sys.executable, "-c", "from dsh_sidecar.bridge.install import compile_sidecar; compile_sidecar()"],
                    env=env, cwd=tmp_path, check=True, timeout=120)
 
     sources = sorted(tmp_path.rglob("*.py"))

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from bridge.line_writer import LineWriter
-from python_core.errors import SidecarError
+from dsh_sidecar.bridge.line_writer import LineWriter
+from dsh_sidecar.python_core.errors import SidecarError
 
 pytestmark = pytest.mark.anyio
 

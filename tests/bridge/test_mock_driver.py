@@ -9,12 +9,12 @@ import anyio
 import msgspec
 import pytest
 
-from bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
-from bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route, RouteParams, SeenResult
-from bridge.tool_hooks import ToolHooks
-from bridge.trace import Trace
-from python_core.mock.config import MockConfig
-from python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
+from dsh_sidecar.bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route, RouteParams, SeenResult
+from dsh_sidecar.bridge.tool_hooks import ToolHooks
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.mock.config import MockConfig
+from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from bridge.mock_driver import MockDriver
-from bridge.protocol import CancelParams, LlmStreamParams, PreStepParams, SeenResult
-from bridge.trace import Trace
-from python_core.mock.config import MockConfig
+from dsh_sidecar.bridge.mock_driver import MockDriver
+from dsh_sidecar.bridge.protocol import CancelParams, LlmStreamParams, PreStepParams, SeenResult
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.mock.config import MockConfig
 
 
 def stream_params(results: list[SeenResult] | None = None) -> LlmStreamParams:

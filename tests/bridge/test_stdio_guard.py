@@ -1,4 +1,4 @@
-"""``python -m bridge`` owns its stdout: stray prints go to stderr, never onto the wire."""
+"""``python -m dsh_sidecar.bridge`` owns its stdout: stray prints go to stderr, never onto the wire."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import msgspec
 # ``claim_stdout`` has run, as a library would.
 NOISY_SIDECAR = """
 import os
-import bridge.__main__ as entry
-from bridge.sidecar import Sidecar
+import dsh_sidecar.bridge.__main__ as entry
+from dsh_sidecar.bridge.sidecar import Sidecar
 
 original = Sidecar.initialize
 
@@ -60,11 +60,11 @@ def test_stray_prints_go_to_stderr_and_stdout_stays_json_rpc(tmp_path: Path) -> 
 
 
 def test_closing_stdin_makes_the_sidecar_exit_zero(tmp_path: Path) -> None:
-    done = run_sidecar(["-m", "bridge"], b"", tmp_path)
+    done = run_sidecar(["-m", "dsh_sidecar.bridge"], b"", tmp_path)
     assert (done.returncode, done.stdout) == (0, b"")
 
 
 def test_handshake_through_python_m_bridge(tmp_path: Path) -> None:
-    done = run_sidecar(["-m", "bridge"], handshake(tmp_path), tmp_path)
+    done = run_sidecar(["-m", "dsh_sidecar.bridge"], handshake(tmp_path), tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert [msgspec.json.decode(line)["id"] for line in done.stdout.splitlines()] == [1, 2]

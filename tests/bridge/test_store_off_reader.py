@@ -16,9 +16,9 @@ import anyio
 import msgspec
 import pytest
 
-from bridge.server import Server
-from bridge.sidecar import Sidecar
-from python_core.tool_cassette.errors import CassetteIOError
+from dsh_sidecar.bridge.server import Server
+from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteIOError
 
 # Helpers of the server tests (importlib mode: import the module by its path).
 from tests.bridge.test_server import Peer, serving

@@ -10,8 +10,8 @@ import msgspec
 import pytest
 from msgspec import UNSET
 
-from bridge.later import Later
-from bridge.protocol import (
+from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.protocol import (
     ReplayFacts,
     RunOutcome,
     SubagentDecision,
@@ -20,11 +20,11 @@ from bridge.protocol import (
     SubagentStartParams,
     UpstreamFacts,
 )
-from bridge.subagent_hooks import SubagentHooks
-from bridge.trace import Trace
-from python_core.cassette_io import seal_mapping
-from python_core.subagent_cassette.config import parse_section
-from python_core.subagent_cassette.format import Capabilities
+from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.cassette_io import seal_mapping
+from dsh_sidecar.python_core.subagent_cassette.config import parse_section
+from dsh_sidecar.python_core.subagent_cassette.format import Capabilities
 
 UPSTREAM = UpstreamFacts(
     name="spawn-upstream",

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from bridge.server import Server
-from bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.server import Server
+from dsh_sidecar.bridge.sidecar import Sidecar
 
 # Helpers of the server tests (importlib mode: import the module by its path).
 from tests.bridge.test_server import Peer, serving

@@ -7,12 +7,18 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bridge.later import Later
-from bridge.protocol import PROTOCOL_VERSION, ExecuteDecision, ExecuteParams, InitializeParams, ShutdownParams
-from bridge.sidecar import Sidecar
-from bridge.tool_hooks import ToolHooks
-from bridge.trace import Trace
-from python_core.tool_cassette import parse_config
+from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.protocol import (
+    PROTOCOL_VERSION,
+    ExecuteDecision,
+    ExecuteParams,
+    InitializeParams,
+    ShutdownParams,
+)
+from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.tool_hooks import ToolHooks
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.tool_cassette import parse_config
 
 
 def _call(tool: str = "echo", n: int = 0) -> ExecuteParams:

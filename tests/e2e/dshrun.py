@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from python_core.session_log import project_key, read_session_log
+from dsh_sidecar.python_core.session_log import project_key, read_session_log
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"

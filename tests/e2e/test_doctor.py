@@ -102,11 +102,12 @@ def test_doctor_checks_the_rows_own_python_key_from_an_empty_folder(tmp_path: Pa
     assert bare is not None
     home = _home_with_row(tmp_path, {"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False,
                                      "config": {"python": [bare]}})
-    # A folder holding sources named `bridge` (a checkout, say) must not make that python pass.
+    # A folder holding the package's sources (a checkout, say) must not make that python pass.
     project = tmp_path / "project"
-    (project / "bridge").mkdir(parents=True)
-    (project / "bridge" / "__init__.py").write_text("")
-    (project / "bridge" / "sidecar.py").write_text("")
+    (project / "dsh_sidecar" / "bridge").mkdir(parents=True)
+    (project / "dsh_sidecar" / "__init__.py").write_text("")
+    (project / "dsh_sidecar" / "bridge" / "__init__.py").write_text("")
+    (project / "dsh_sidecar" / "bridge" / "sidecar.py").write_text("")
     proc = _doctor(home, cwd=project)
     assert proc.returncode == 1, proc.stdout
     assert _lines(proc)["python"].startswith(f"{bare} (the row's python key) cannot import the bridge")

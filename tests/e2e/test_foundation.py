@@ -17,9 +17,9 @@ from typing import Any
 
 from dshrun import ROOT, Dsh, wait_for
 
-from bridge.pytest_plugin import DshRunner
-from bridge.run import ToolCassette, run
-from python_core.session_log import project_key
+from dsh_sidecar.bridge.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.run import ToolCassette, run
+from dsh_sidecar.python_core.session_log import project_key
 
 TRACE = "sidecar-trace.jsonl"
 
@@ -144,7 +144,7 @@ def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: DshRu
     finally:
         plan.write_text(original)
 
-    assert Path(_trace(dsh.cwd)[0]["bridge"]) == ROOT / "bridge"
+    assert Path(_trace(dsh.cwd)[0]["bridge"]).resolve() == ROOT / "bridge"
     titles = [e["data"].get("title") for e in result.events if e["type"] == "session/title"]
     assert "Edited title" in titles
 

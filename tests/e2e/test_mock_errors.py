@@ -16,8 +16,8 @@ from typing import Any
 
 from dshrun import DSH_HOME, ROOT, Dsh, Run
 
-from python_core.mock.errors import ConversionMismatch, InvalidCommand, InvalidScript
-from python_core.mock.reasons import refusal_hint
+from dsh_sidecar.python_core.mock.errors import ConversionMismatch, InvalidCommand, InvalidScript
+from dsh_sidecar.python_core.mock.reasons import refusal_hint
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 FIX = f"dsh-sidecar: fix: {refusal_hint(InvalidCommand(1, 'any'))}"

@@ -24,7 +24,7 @@ from deepseek_server import dead_url, deepseek_server
 from dshrun import ROOT, Dsh, wait_for
 from weather_service import weather_service
 
-from bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-7f3e9b21"

@@ -21,7 +21,7 @@ import pytest
 from dshrun import DSH_HOME, ROOT
 from weather_service import weather_service
 
-from bridge.run import (
+from dsh_sidecar.bridge.run import (
     CassetteMissing,
     Row,
     RunResult,
@@ -29,7 +29,7 @@ from bridge.run import (
     ToolCassette,
     run,
 )
-from python_core.session_log import project_key
+from dsh_sidecar.python_core.session_log import project_key
 
 WEATHER = '/mock run weather_lookup({"city": "Paris"})'
 BROKEN = '/mock run broken({"why": "on purpose"})'

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 from dshrun import ROOT
 
-from bridge.hostenv import HostEnv
-from bridge.pytest_plugin import DshRunner
-from bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
-from python_core.canonical import canonical_bytes, digest
-from python_core.session_log import project_key
+from dsh_sidecar.bridge.hostenv import HostEnv
+from dsh_sidecar.bridge.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest
+from dsh_sidecar.python_core.session_log import project_key
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CASSETTE = "sub.cassette.jsonl"

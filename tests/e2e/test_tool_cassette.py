@@ -37,9 +37,9 @@ from typing import Any
 import pytest
 from dshrun import ROOT, Dsh, wait_for
 
-from bridge.pytest_plugin import DshRunner
-from bridge.run import RecordMode, RunResult, ToolCassette, run
-from python_core.session_log import tool_results
+from dsh_sidecar.bridge.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.run import RecordMode, RunResult, ToolCassette, run
+from dsh_sidecar.python_core.session_log import tool_results
 
 CASSETTE = "c.ndjson"
 PARTIAL = CASSETTE + ".partial"

@@ -19,8 +19,8 @@ import msgspec
 import pytest
 from dshrun import ROOT, Dsh, Run
 
-from python_core.cassette_io import Chain
-from python_core.tool_cassette.format import ResultFrame, decode_frame
+from dsh_sidecar.python_core.cassette_io import Chain
+from dsh_sidecar.python_core.tool_cassette.format import ResultFrame, decode_frame
 
 MakeDsh = Callable[..., Dsh]
 CASSETTE = "c.ndjson"

@@ -1,4 +1,4 @@
-"""Black-box fuzz of ``python -m bridge`` over its pipes: named errors, every id answered, alive.
+"""Black-box fuzz of ``python -m dsh_sidecar.bridge`` over its pipes: named errors, every id answered, alive.
 
 Seeded and bounded: ``BRIDGE_FUZZ_SEED`` picks the seed (printed either way), about 12,000
 generated lines go to one sidecar (pipelined, many in flight), within the 60 s the suite allows.
@@ -24,9 +24,9 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from bridge.connection import MAX_DEPTH
-from bridge.protocol import METHODS
-from bridge.server import MAX_LINE
+from dsh_sidecar.bridge.connection import MAX_DEPTH
+from dsh_sidecar.bridge.protocol import METHODS
+from dsh_sidecar.bridge.server import MAX_LINE
 
 pytestmark = pytest.mark.anyio
 
@@ -207,7 +207,8 @@ async def test_the_bridge_survives_generated_input_with_named_answers(tmp_path: 
     stderr = (tmp_path / "stderr.log").open("wb")
     with anyio.fail_after(60):
         async with await anyio.open_process(
-            [sys.executable, "-m", "bridge"], cwd=tmp_path, stderr=stderr, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-m", "dsh_sidecar.bridge"], cwd=tmp_path, stderr=stderr, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         ) as process:
             initialize = {"protocolVersion": 1, "host": {}, "config": {}, "cwd": str(tmp_path), "pid": 1}
             init = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": initialize}
@@ -252,7 +253,8 @@ def test_a_line_one_byte_over_the_cap_is_refused_and_the_sidecar_exits_cleanly(t
     head = b'{"jsonrpc":"2.0","id":1,"method":"no/such","params":"'
     line = head + b"x" * (MAX_LINE + 1 - len(head) - 2) + b'"}\n'
     done = subprocess.run(
-        [sys.executable, "-m", "bridge"], input=line, capture_output=True, cwd=tmp_path, timeout=60, check=False
+        [sys.executable, "-m", "dsh_sidecar.bridge"], input=line, capture_output=True, cwd=tmp_path, timeout=60,
+        check=False,
     )
     assert done.returncode == 0, done.stderr.decode()
     assert msgspec.json.decode(done.stdout) == {

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from python_core.config import parse_sidecar_config
-from python_core.errors import ConfigError, SidecarError
-from python_core.mock.command import parse_command
-from python_core.mock.paths import resolve_replay_path
-from python_core.mock.source import load_source
-from python_core.subagent_cassette.config import parse_config as parse_subagent_config
-from python_core.subagent_cassette.store import verify_file as verify_subagent
-from python_core.tool_cassette.store import verify_file as verify_tool
+from dsh_sidecar.python_core.config import parse_sidecar_config
+from dsh_sidecar.python_core.errors import ConfigError, SidecarError
+from dsh_sidecar.python_core.mock.command import parse_command
+from dsh_sidecar.python_core.mock.paths import resolve_replay_path
+from dsh_sidecar.python_core.mock.source import load_source
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.subagent_cassette.store import verify_file as verify_subagent
+from dsh_sidecar.python_core.tool_cassette.store import verify_file as verify_tool
 
 DEEP = b'{"a":' * 300 + b"1" + b"}" * 300
 SCRIPT = b'{"type":"dsh-mock-script","version":1,"steps":[{"tool":"t","args":%s}]}'

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from python_core import canonical
-from python_core.canonical import (
+from dsh_sidecar.python_core import canonical
+from dsh_sidecar.python_core.canonical import (
     MAX_DEPTH,
     NOT_CANONICAL,
     canonical_bytes,
@@ -21,7 +21,7 @@ from python_core.canonical import (
     too_deep_lines,
     value_too_deep,
 )
-from python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 
 # Number.prototype.toString, as Node 24 prints each value.
 JS_NUMBERS = {

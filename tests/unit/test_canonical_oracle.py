@@ -15,8 +15,8 @@ from typing import Any
 
 import rfc8785
 
-from python_core.canonical import canonical_bytes
-from python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.canonical import canonical_bytes
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 
 N = 20_000
 _CHARS = "az_\"\\/\x00\x07\x1f\x7f é\u2028\ue000\uffff\U00010000\U0001f600\U0010ffff"

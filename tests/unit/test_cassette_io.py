@@ -10,8 +10,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.canonical import canonical_bytes, digest
-from python_core.cassette_io import (
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest
+from dsh_sidecar.python_core.cassette_io import (
     GENESIS,
     Chain,
     display_name,
@@ -21,12 +21,12 @@ from python_core.cassette_io import (
     schema_location,
     seal_mapping,
 )
-from python_core.model_cassette.errors import ModelCassetteIOError
-from python_core.model_cassette.store import Recorder as ModelRecorder
-from python_core.tool_cassette.errors import CassetteExists
-from python_core.tool_cassette.format import GENESIS as TOOL_GENESIS
-from python_core.tool_cassette.format import HeaderFrame
-from python_core.tool_cassette.store import Recorder
+from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteIOError
+from dsh_sidecar.python_core.model_cassette.store import Recorder as ModelRecorder
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists
+from dsh_sidecar.python_core.tool_cassette.format import GENESIS as TOOL_GENESIS
+from dsh_sidecar.python_core.tool_cassette.format import HeaderFrame
+from dsh_sidecar.python_core.tool_cassette.store import Recorder
 
 
 def test_display_name_is_the_escaped_base_name() -> None:

@@ -15,21 +15,21 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from bridge.cli import main as sidecar
-from python_core import cli_errors
-from python_core.cli_errors import NamedFailure
-from python_core.errors import SidecarError
-from python_core.mock.cli import mock
-from python_core.model_cassette import ModelCassette, ModelCassetteConfig
-from python_core.model_cassette.cli import cli as model
-from python_core.subagent_cassette.cli import cli as subagent
-from python_core.subagent_cassette.config import parse_config as parse_subagent_config
-from python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
-from python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
-from python_core.subagent_cassette.identity import StartRequest
-from python_core.tool_cassette import ToolCassetteSession
-from python_core.tool_cassette import parse_config as parse_tool_config
-from python_core.tool_cassette.cli import main as tool
+from dsh_sidecar.bridge.cli import main as sidecar
+from dsh_sidecar.python_core import cli_errors
+from dsh_sidecar.python_core.cli_errors import NamedFailure
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.cli import mock
+from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette.cli import cli as model
+from dsh_sidecar.python_core.subagent_cassette.cli import cli as subagent
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
+from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
+from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
+from dsh_sidecar.python_core.tool_cassette import ToolCassetteSession
+from dsh_sidecar.python_core.tool_cassette import parse_config as parse_tool_config
+from dsh_sidecar.python_core.tool_cassette.cli import main as tool
 
 HOST = "0.1.0-rc.8"
 

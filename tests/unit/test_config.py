@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from python_core.config import parse_sidecar_config
-from python_core.config_fields import ConfigSection
-from python_core.errors import ConfigError
-from python_core.mock.config import MockConfig
-from python_core.subagent_cassette.config import CassetteConfig
+from dsh_sidecar.python_core.config import parse_sidecar_config
+from dsh_sidecar.python_core.config_fields import ConfigSection
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.mock.config import MockConfig
+from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig
 
 TOOL = {"mode": "record", "file": "c.ndjson", "include": ["echo"]}
 

@@ -1,5 +1,6 @@
-"""The public surface is pinned: every module of ``bridge`` and ``python_core`` declares
-``__all__``, and this table holds each one exactly.
+"""The public surface is pinned: ``dsh_sidecar`` and every module of its ``bridge`` and
+``python_core`` declare ``__all__``, and this table holds each one exactly (names below are
+relative to ``dsh_sidecar``).
 
 A new module, or a name added to or removed from a module's ``__all__``, fails here until the
 table says so: the surface changes on purpose, never by accident.
@@ -13,10 +14,15 @@ from types import ModuleType
 
 import pytest
 
-import bridge
-import python_core
+import dsh_sidecar
+import dsh_sidecar.bridge
+import dsh_sidecar.python_core
 
 EXPORTS: dict[str, list[str]] = {
+    "": [
+        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
+        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "__version__", "run",
+    ],
     "bridge": [],
     "bridge.__main__": ["main"],
     "bridge.cli": ["main"],
@@ -214,11 +220,11 @@ EXPORTS: dict[str, list[str]] = {
 
 
 def _modules() -> list[str]:
-    found = []
-    for package in (bridge, python_core):
+    found = [""]
+    for package in (dsh_sidecar.bridge, dsh_sidecar.python_core):
         found.append(package.__name__)
         found += [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
-    return sorted(found)
+    return sorted(name.removeprefix("dsh_sidecar").removeprefix(".") for name in found)
 
 
 def test_every_module_is_pinned() -> None:
@@ -227,7 +233,7 @@ def test_every_module_is_pinned() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPORTS))
 def test_the_module_exports_exactly_its_pinned_names(name: str) -> None:
-    module: ModuleType = importlib.import_module(name)
+    module: ModuleType = importlib.import_module(f"dsh_sidecar.{name}".rstrip("."))
     exported = module.__dict__.get("__all__")
     assert isinstance(exported, list), f"{name} declares no __all__ list"
     assert len(set(exported)) == len(exported), f"{name}.__all__ repeats a name"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from python_core.files import FileRefused, display_name, open_regular
+from dsh_sidecar.python_core.files import FileRefused, display_name, open_regular
 
 
 def refused(path: Path | str, *, follow: bool = True) -> str:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from python_core.canonical import canonical_bytes, decode_canonical, loads_strict
-from python_core.config import parse_sidecar_config
-from python_core.errors import SidecarError
-from python_core.mock.command import parse_command
-from python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.canonical import canonical_bytes, decode_canonical, loads_strict
+from dsh_sidecar.python_core.config import parse_sidecar_config
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.command import parse_command
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
 
 N = 10_000
 SEED_TEXTS = [

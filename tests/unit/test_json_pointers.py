@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.json_pointers import PointerChange, describe, differing_pointers, escape_token
+from dsh_sidecar.python_core.json_pointers import PointerChange, describe, differing_pointers, escape_token
 
 
 def _pairs(recorded: object, actual: object) -> list[tuple[str, str]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
-from bridge.run import (
+from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
+from dsh_sidecar.bridge.run import (
     CassetteMissing,
     CassetteSummary,
     Diagnostic,

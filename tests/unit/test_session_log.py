@@ -7,7 +7,7 @@ import json
 import pytest
 import zstandard
 
-from python_core.session_log import (
+from dsh_sidecar.python_core.session_log import (
     decode_session_log,
     encode_segment,
     final_text,

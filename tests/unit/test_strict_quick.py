@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from python_core import canonical
-from python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core import canonical
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 
 N = 40_000
 _ATOMS = [

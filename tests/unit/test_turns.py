@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.turns import RecordingInterrupted, TurnLedger
+from dsh_sidecar.python_core.turns import RecordingInterrupted, TurnLedger
 
 
 def test_a_turn_that_completed_is_a_real_end() -> None:

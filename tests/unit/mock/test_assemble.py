@@ -6,8 +6,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from python_core.mock.assemble import assemble_plan
-from python_core.mock.plan import EmitToolCalls, MockPlan, ObservedResult
+from dsh_sidecar.python_core.mock.assemble import assemble_plan
+from dsh_sidecar.python_core.mock.plan import EmitToolCalls, MockPlan, ObservedResult
 
 
 def emitted_ids(plan: MockPlan) -> list[str]:

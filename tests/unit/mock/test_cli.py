@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from python_core.mock.cli import mock
-from python_core.mock.errors import SourceUnreadable
-from python_core.mock.plan import EmitToolCalls, MockPlan
-from python_core.mock.source import load_source, read_source
+from dsh_sidecar.python_core.mock.cli import mock
+from dsh_sidecar.python_core.mock.errors import SourceUnreadable
+from dsh_sidecar.python_core.mock.plan import EmitToolCalls, MockPlan
+from dsh_sidecar.python_core.mock.source import load_source, read_source
 
 
 def snapshot(directory: Path) -> dict[str, tuple[str, int]]:

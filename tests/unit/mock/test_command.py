@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
-from python_core.mock.errors import InvalidCommand
-from python_core.mock.script import encode_script
+from dsh_sidecar.python_core.mock.command import ReplayCommand, RunCommand, parse_arguments, parse_command
+from dsh_sidecar.python_core.mock.errors import InvalidCommand
+from dsh_sidecar.python_core.mock.script import encode_script
 
 
 def run_script(text: str) -> bytes:

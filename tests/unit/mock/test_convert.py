@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import zstandard
 
-from python_core.mock import convert as convert_module
-from python_core.mock.errors import ConversionMismatch, InvalidScript
-from python_core.mock.script import encode_script, executable_steps
-from python_core.mock.source import decode_source, detect_format, load_script, load_source
+from dsh_sidecar.python_core.mock import convert as convert_module
+from dsh_sidecar.python_core.mock.errors import ConversionMismatch, InvalidScript
+from dsh_sidecar.python_core.mock.script import encode_script, executable_steps
+from dsh_sidecar.python_core.mock.source import decode_source, detect_format, load_script, load_source
 
 
 def convert(data: bytes, *, timing: bool = False, turn: int | None = None) -> dict[str, Any]:

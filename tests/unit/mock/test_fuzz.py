@@ -13,9 +13,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.errors import SidecarError
-from python_core.mock.cli import mock
-from python_core.mock.source import load_source
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.cli import mock
+from dsh_sidecar.python_core.mock.source import load_source
 
 N = 10_000
 SCRIPT = json.dumps({"type": "dsh-mock-script", "version": 1, "steps": [

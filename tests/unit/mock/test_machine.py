@@ -7,14 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
-from python_core.mock.errors import (
+from dsh_sidecar.python_core.mock.errors import (
     DuplicateMockTurn,
     InvalidCommand,
     MidTurnMockCommand,
     MockIllegalEvent,
     SessionsDisposed,
 )
-from python_core.mock.machine import (
+from dsh_sidecar.python_core.mock.machine import (
     TURN_TRANSITIONS,
     MockTurns,
     SeenResult,
@@ -22,8 +22,8 @@ from python_core.mock.machine import (
     TurnEvent,
     TurnState,
 )
-from python_core.mock.plan import EmitFinal, EmitToolCalls, MockPlan, Stop
-from python_core.mock.script import validate_script
+from dsh_sidecar.python_core.mock.plan import EmitFinal, EmitToolCalls, MockPlan, Stop
+from dsh_sidecar.python_core.mock.script import validate_script
 
 SCRIPT = validate_script(
     {"type": "dsh-mock-script", "version": 1, "steps": [{"tool": "a", "args": {}}, {"tool": "b", "args": {}}]},

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.mock.assemble import find_command
-from python_core.mock.command import parse_command
-from python_core.mock.errors import InvalidCommand
-from python_core.mock.nearmiss import closest_subcommand, distance, is_near_miss
+from dsh_sidecar.python_core.mock.assemble import find_command
+from dsh_sidecar.python_core.mock.command import parse_command
+from dsh_sidecar.python_core.mock.errors import InvalidCommand
+from dsh_sidecar.python_core.mock.nearmiss import closest_subcommand, distance, is_near_miss
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.mock.errors import PathRefused
-from python_core.mock.paths import resolve_replay_path
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.mock.errors import PathRefused
+from dsh_sidecar.python_core.mock.paths import resolve_replay_path
 
 
 @pytest.fixture

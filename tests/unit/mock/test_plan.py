@@ -8,9 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.mock.errors import PlanClosed
-from python_core.mock.plan import (
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.mock.errors import PlanClosed
+from dsh_sidecar.python_core.mock.plan import (
     TRANSITIONS,
     EmitFinal,
     EmitToolCalls,
@@ -20,7 +20,7 @@ from python_core.mock.plan import (
     ToolCall,
     auxiliary_answer,
 )
-from python_core.mock.script import Script, validate_script
+from dsh_sidecar.python_core.mock.script import Script, validate_script
 
 A = {"tool": "a", "args": {"n": 1}}
 B = {"tool": "b", "args": {}}

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from python_core.mock.errors import InvalidScript
-from python_core.mock.script import (
+from dsh_sidecar.python_core.mock.errors import InvalidScript
+from dsh_sidecar.python_core.mock.script import (
     ExecutableStep,
     ToolStep,
     decode_script,

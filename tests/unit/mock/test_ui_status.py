@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.errors import ConfigError, SidecarError
-from python_core.mock.errors import (
+from dsh_sidecar.python_core.errors import ConfigError, SidecarError
+from dsh_sidecar.python_core.mock.errors import (
     ConversionMismatch,
     InvalidCommand,
     InvalidScript,
@@ -16,14 +16,14 @@ from python_core.mock.errors import (
     SourceUnreadable,
     UnsupportedNestedTool,
 )
-from python_core.mock.plan import (
+from dsh_sidecar.python_core.mock.plan import (
     EmitToolCalls,
     MockPlan,
     ObservedResult,
     error_location,
     refused_status,
 )
-from python_core.mock.script import validate_script
+from dsh_sidecar.python_core.mock.script import validate_script
 
 A = {"tool": "a", "args": {}}
 B = {"tool": "b", "args": {}}

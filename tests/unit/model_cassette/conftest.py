@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.model_cassette import ModelCassette, ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteConfig
 
 # Appears in every factory prompt and answer; privacy tests grep CLI output for it.
 SECRET = "hunter2-s3cret"

@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.model_cassette.cli import cli
+from dsh_sidecar.python_core.model_cassette.cli import cli
 
 
 def _run(*args: str) -> Any:

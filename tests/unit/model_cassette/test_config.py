@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.model_cassette import parse_config
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.model_cassette import parse_config
 
 
 def test_defaults_and_resolution_against_the_cwd() -> None:

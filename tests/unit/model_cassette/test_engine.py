@@ -11,9 +11,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.errors import ProtocolError
-from python_core.model_cassette import Forward, ModelCassette, Pass, Serve
-from python_core.model_cassette.errors import (
+from dsh_sidecar.python_core.errors import ProtocolError
+from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Pass, Serve
+from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
     ModelCassetteMismatch,
     ModelExtraCall,

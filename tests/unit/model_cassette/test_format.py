@@ -8,8 +8,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.canonical import canonical_bytes
-from python_core.model_cassette.format import ChunkFacts, checked_chunks
+from dsh_sidecar.python_core.canonical import canonical_bytes
+from dsh_sidecar.python_core.model_cassette.format import ChunkFacts, checked_chunks
 
 
 def test_known_chunk_shapes_are_summarized_and_canonical(kit: Any) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from bridge.protocol import ModelRequestParams
-from python_core.model_cassette.initiator import InitiatorFacts, delegation_depth
+from dsh_sidecar.bridge.protocol import ModelRequestParams
+from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts, delegation_depth
 
 
 @pytest.mark.parametrize(("wire", "depth"), [

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from python_core.canonical import canonical_bytes, is_canonical
-from python_core.model_cassette.request import RequestParts, checked_parts, compare, lane_of, normalize, parts_of
+from dsh_sidecar.python_core.canonical import canonical_bytes, is_canonical
+from dsh_sidecar.python_core.model_cassette.request import (
+    RequestParts,
+    checked_parts,
+    compare,
+    lane_of,
+    normalize,
+    parts_of,
+)
 
 
 def _parts(kit: Any, **kw: Any) -> RequestParts:

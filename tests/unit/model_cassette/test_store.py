@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from python_core.canonical import canonical_bytes
-from python_core.cassette_io import frame_hash
-from python_core.model_cassette import load, verify_file
-from python_core.model_cassette.format import decode_frame
+from dsh_sidecar.python_core.canonical import canonical_bytes
+from dsh_sidecar.python_core.cassette_io import frame_hash
+from dsh_sidecar.python_core.model_cassette import load, verify_file
+from dsh_sidecar.python_core.model_cassette.format import decode_frame
 
 
 def _lines(path):  # type: ignore[no-untyped-def]

@@ -10,15 +10,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.canonical import canonical_bytes, digest
-from python_core.subagent_cassette.config import parse_config
-from python_core.subagent_cassette.engine import (
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     SettledRun,
     SubagentCassette,
     Upstream,
 )
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.subagent_cassette.format import (
     Capabilities,
     Outcome,
     RecordedError,
@@ -27,7 +27,7 @@ from python_core.subagent_cassette.format import (
     StartErrorOutcome,
     Timing,
 )
-from python_core.subagent_cassette.identity import StartRequest
+from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
 
 HOST = "0.1.0-rc.8"
 SECRET = "sk-live0123456789abcdefghijkl"

@@ -12,10 +12,10 @@ import msgspec
 import pytest
 from click.testing import CliRunner, Result
 
-from python_core.subagent_cassette import cli as cli_module
-from python_core.subagent_cassette.cli import cli
-from python_core.subagent_cassette.format import Cassette
-from python_core.subagent_cassette.store import load
+from dsh_sidecar.python_core.subagent_cassette import cli as cli_module
+from dsh_sidecar.python_core.subagent_cassette.cli import cli
+from dsh_sidecar.python_core.subagent_cassette.format import Cassette
+from dsh_sidecar.python_core.subagent_cassette.store import load
 
 from .conftest import BODY, PROMPT, SECRET
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config
 
 
 def test_defaults_are_safe() -> None:

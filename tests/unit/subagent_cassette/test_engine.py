@@ -9,28 +9,28 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.subagent_cassette.config import parse_config
-from python_core.subagent_cassette.engine import (
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     Miss,
     Replay,
     SubagentCassette,
     Upstream,
 )
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     AmbiguousCassette,
     AppendIncompatible,
     CassetteStateError,
     InvalidStartRequest,
     TargetMismatch,
 )
-from python_core.subagent_cassette.format import (
+from dsh_sidecar.python_core.subagent_cassette.format import (
     ResultErrorOutcome,
     ResultOutcome,
     StartErrorOutcome,
 )
-from python_core.subagent_cassette.store import load
+from dsh_sidecar.python_core.subagent_cassette.store import load
 
 from .conftest import BODY, PROMPT, SECRET, UPSTREAM
 

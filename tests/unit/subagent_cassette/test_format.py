@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteFormatError,
     CassetteIntegrityError,
     TargetMismatch,
 )
-from python_core.subagent_cassette.format import check_blocks
-from python_core.subagent_cassette.store import load, verify_file
+from dsh_sidecar.python_core.subagent_cassette.format import check_blocks
+from dsh_sidecar.python_core.subagent_cassette.store import load, verify_file
 
 Records = list[dict[str, Any]]
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.errors import SidecarError
-from python_core.subagent_cassette.cli import cli
-from python_core.subagent_cassette.store import verify_file
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.subagent_cassette.cli import cli
+from dsh_sidecar.python_core.subagent_cassette.store import verify_file
 
 N = 10_000
 

@@ -7,9 +7,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.subagent_cassette.format import FullRequest
-from python_core.subagent_cassette.host import ABORTED_RESULT, PARENT_EVENT_TYPES, ParentFacts, start_request
-from python_core.subagent_cassette.identity import ParentRoute, parent_context_fingerprint
+from dsh_sidecar.python_core.subagent_cassette.format import FullRequest
+from dsh_sidecar.python_core.subagent_cassette.host import (
+    ABORTED_RESULT,
+    PARENT_EVENT_TYPES,
+    ParentFacts,
+    start_request,
+)
+from dsh_sidecar.python_core.subagent_cassette.identity import ParentRoute, parent_context_fingerprint
 
 REQUEST = msgspec.convert({"prompt": [{"type": "text", "text": "go"}], "maxDepth": 3}, FullRequest)
 

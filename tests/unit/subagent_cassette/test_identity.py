@@ -8,10 +8,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.canonical import digest
-from python_core.subagent_cassette.errors import InvalidStartRequest
-from python_core.subagent_cassette.format import to_json
-from python_core.subagent_cassette.identity import (
+from dsh_sidecar.python_core.canonical import digest
+from dsh_sidecar.python_core.subagent_cassette.errors import InvalidStartRequest
+from dsh_sidecar.python_core.subagent_cassette.format import to_json
+from dsh_sidecar.python_core.subagent_cassette.identity import (
     StartRequest,
     call_key,
     parent_context_fingerprint,

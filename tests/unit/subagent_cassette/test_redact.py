@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.subagent_cassette.redact import REDACTED, build_redactor
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.subagent_cassette.redact import REDACTED, build_redactor
 
 
 @pytest.mark.parametrize(

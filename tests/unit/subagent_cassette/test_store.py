@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from python_core.subagent_cassette.engine import Forward, SubagentCassette
-from python_core.subagent_cassette.errors import (
+from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SubagentCassette
+from dsh_sidecar.python_core.subagent_cassette.errors import (
     AppendIncompatible,
     CassetteExists,
     CassetteLocked,
     CassetteNotFound,
 )
-from python_core.subagent_cassette.store import CassetteWriter, load
+from dsh_sidecar.python_core.subagent_cassette.store import CassetteWriter, load
 
 Open = Callable[..., SubagentCassette]
 

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from python_core.errors import SidecarError
-from python_core.subagent_cassette import Replay
-from python_core.subagent_cassette.cli import cli
-from python_core.subagent_cassette.diff import diff_cassettes
-from python_core.subagent_cassette.store import load, verify_file
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.subagent_cassette import Replay
+from dsh_sidecar.python_core.subagent_cassette.cli import cli
+from dsh_sidecar.python_core.subagent_cassette.diff import diff_cassettes
+from dsh_sidecar.python_core.subagent_cassette.store import load, verify_file
 
 SEED_V1_HEADER: dict[str, Any] = {
     "kind": "cassette/header",

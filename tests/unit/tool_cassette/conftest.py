@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from python_core.tool_cassette import (
+from dsh_sidecar.python_core.tool_cassette import (
     ExecuteEvent,
     PostEvent,
     ResultEvent,
@@ -17,7 +17,7 @@ from python_core.tool_cassette import (
     ToolResult,
     parse_config,
 )
-from python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
+from dsh_sidecar.python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
 
 # Appears in arguments and values of every factory cassette; privacy tests grep for it.
 SECRET = "hunter2-s3cret"

@@ -9,8 +9,8 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession
-from python_core.tool_cassette.cli import main
+from dsh_sidecar.python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession
+from dsh_sidecar.python_core.tool_cassette.cli import main
 
 
 def run(*args: str) -> Any:

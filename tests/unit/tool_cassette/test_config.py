@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from python_core.errors import ConfigError
-from python_core.tool_cassette.config import parse_config
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.tool_cassette.config import parse_config
 
 GOOD = {
     "mode": "replay",

@@ -9,11 +9,11 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.errors import SidecarError, printable
-from python_core.tool_cassette import ToolCassetteSession
-from python_core.tool_cassette.cli import main
-from python_core.tool_cassette.diff import diff_cassettes
-from python_core.tool_cassette.store import load
+from dsh_sidecar.python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.tool_cassette import ToolCassetteSession
+from dsh_sidecar.python_core.tool_cassette.cli import main
+from dsh_sidecar.python_core.tool_cassette.diff import diff_cassettes
+from dsh_sidecar.python_core.tool_cassette.store import load
 
 N = 2_000
 

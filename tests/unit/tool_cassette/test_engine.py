@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from python_core.tool_cassette import (
+from dsh_sidecar.python_core.tool_cassette import (
     ExecuteEvent,
     Passthrough,
     PostEvent,
@@ -18,7 +18,7 @@ from python_core.tool_cassette import (
     Serve,
     ToolCassetteSession,
 )
-from python_core.tool_cassette.errors import (
+from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteExists,
     CassetteInvalid,
     CassetteIOError,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from python_core.canonical import digest_bytes, is_canonical
-from python_core.cassette_io import frame_hash
-from python_core.errors import CanonicalJsonError
-from python_core.tool_cassette.format import (
+from dsh_sidecar.python_core.canonical import digest_bytes, is_canonical
+from dsh_sidecar.python_core.cassette_io import frame_hash
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     HeaderFrame,
     StartFrame,

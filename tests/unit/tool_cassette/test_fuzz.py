@@ -14,9 +14,9 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from python_core.errors import SidecarError
-from python_core.tool_cassette.cli import main
-from python_core.tool_cassette.store import load, verify_file
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.tool_cassette.cli import main
+from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 
 N = 10_000
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from python_core.cassette_io import partial_path
-from python_core.tool_cassette.errors import CassetteExists, CassetteIOError
-from python_core.tool_cassette.format import GENESIS, PROTOCOL, VERSION, HeaderFrame
-from python_core.tool_cassette.store import Recorder, load, verify_file
+from dsh_sidecar.python_core.cassette_io import partial_path
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, CassetteIOError
+from dsh_sidecar.python_core.tool_cassette.format import GENESIS, PROTOCOL, VERSION, HeaderFrame
+from dsh_sidecar.python_core.tool_cassette.store import Recorder, load, verify_file
 
 
 def header() -> HeaderFrame:

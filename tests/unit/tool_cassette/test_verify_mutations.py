@@ -10,9 +10,9 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from python_core.tool_cassette.cli import main
-from python_core.tool_cassette.format import decode_frame, seal
-from python_core.tool_cassette.store import verify_file
+from dsh_sidecar.python_core.tool_cassette.cli import main
+from dsh_sidecar.python_core.tool_cassette.format import decode_frame, seal
+from dsh_sidecar.python_core.tool_cassette.store import verify_file
 
 
 @pytest.fixture
