@@ -20,6 +20,7 @@ from dsh_sidecar.bridge.protocol import Empty, ModelDecision, ModelRecordedParam
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
+from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
 from dsh_sidecar.python_core.model_cassette.initiator import delegation_depth
 
 __all__ = ["ModelHooks"]
@@ -56,6 +57,9 @@ class ModelHooks:
             return ModelDecision(action="pass")
         try:
             decision = self.cassette.admit(params.request)
+        except ModelCallLeftOut as error:
+            self.trace.write("model/request", action="left-out", error=error.code)
+            raise
         except SidecarError as error:
             # The host prints the refusal as the turn's error and shutdown lists it: no third copy.
             self.trace.write("model/request", action="refuse", error=error.code)
@@ -104,10 +108,11 @@ class ModelHooks:
         else:
             report = self.closed = self.cassette.close()
         s = report.stats
+        notes = self.cassette.notes()
         if s.mode == "record":
             published = "yes" if report.published else "no"
             note = f"model cassette record: {s.recorded} calls recorded, published: {published}"
         else:
             note = (f"model cassette replay: {s.admitted} calls, {s.consumed} consumed, {s.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if s.poisoned else 'no'}")
-        return list(report.errors), [note]
+        return list(report.errors), [note, *notes]

@@ -22,10 +22,13 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, Raw
 
-from dsh_sidecar.python_core.canonical import canonical_bytes
+from dsh_sidecar.python_core.canonical import canonical_bytes, loads_strict
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
 from dsh_sidecar.python_core.model_cassette.errors import (
+    ModelCallLeftOut,
+    ModelCassetteClosed,
     ModelCassetteMismatch,
     ModelExtraCall,
     ModelRecordingIncomplete,
@@ -33,6 +36,7 @@ from dsh_sidecar.python_core.model_cassette.errors import (
     ModelUnconsumed,
 )
 from dsh_sidecar.python_core.model_cassette.format import (
+    ABANDONABLE,
     GENESIS,
     PROTOCOL,
     VERSION,
@@ -94,7 +98,7 @@ class ModelCassette:
     """One run's model cassette, in record or replay mode."""
 
     def __init__(self, config: ModelCassetteConfig, *, cwd: str, recorder: Recorder | None,
-                 calls: tuple[CallFrame, ...], deferred: bool = False) -> None:
+                 calls: tuple[CallFrame, ...], deferred: bool = False, left_out: tuple[str, ...] = ()) -> None:
         self.config = config
         self.cwd = cwd
         self.recorder = recorder
@@ -110,6 +114,9 @@ class ModelCassette:
         self._errors: list[SidecarError] = []
         self._poisoned = False
         self._closed: CloseReport | None = None
+        # Calls of ABANDONABLE lanes: replay, those the recording left out; record, those left out now.
+        self._left_out = set(left_out)
+        self._notes: list[str] = []
 
     @classmethod
     def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str,
@@ -124,7 +131,8 @@ class ModelCassette:
             ModelCassetteIOError: the file cannot be created or read.
         """
         if config.mode == "replay":
-            return cls(config, cwd=cwd, recorder=None, calls=load(config.file).calls)
+            cassette = load(config.file)
+            return cls(config, cwd=cwd, recorder=None, calls=cassette.calls, left_out=cassette.left_out)
         recorder = Recorder.create(config.file)
         recorder.append(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
                                     requestView=config.requestView, host=host_version))
@@ -142,10 +150,13 @@ class ModelCassette:
             ModelCassetteMismatch: replay; the request differs from the record at its position.
             ModelExtraCall: replay; nothing was recorded at this position.
             ModelReplayPoisoned: replay; an earlier call was refused.
+            ModelCallLeftOut: replay; the recording left this abandonable call out (not a failure).
+            ModelCassetteClosed: the cassette was already closed (after ``shutdown``).
+            ModelRequestInvalid: a request field has the wrong shape.
             CanonicalJsonError: the request has no canonical JSON form.
         """
         if self._closed is not None:
-            raise RuntimeError("model cassette already closed")
+            raise ModelCassetteClosed("model/request")
         if not self.config.captures(str(request.get("provider", ""))):
             return Pass()
         view = normalize(request, cwd=self.cwd)
@@ -163,14 +174,18 @@ class ModelCassette:
         if self._poisoned:
             raise ModelReplayPoisoned(lane, position)
         recorded = self._slots.get((lane, position))
+        if recorded is None and f"{lane}#{position}" in self._left_out:
+            # The recorded run never got this answer either; the host treats it as a failed title.
+            raise ModelCallLeftOut(lane, position)
         if recorded is None:
             held = sum(1 for slot in self._slots if slot[0] == lane)
-            raise self._poison(ModelExtraCall(lane, position, held))
+            raise self._poison(ModelExtraCall(lane, position, held, self.name))
         parts = parts_of(view)
         fingerprint = parts.fingerprint()
         if fingerprint != recorded.fingerprint:
             differences = compare(recorded.request, parts) or ["request parts differ"]
-            raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint))
+            raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint,
+                                                          self.name))
         self._consumed.add((lane, position))
         at_ms = recorded.atMs if self.config.timing == "recorded" else None
         return Serve(handle, recorded.chunks, at_ms)
@@ -183,28 +198,36 @@ class ModelCassette:
     def recorded(self, handle: int, chunks: Raw, at_ms: list[float], *, complete: bool) -> None:
         """Record mode: the forwarded call ``handle`` ended; append it if it finished.
 
+        ``chunks`` are kept as the host serialized them (key order included), minus endpoints in
+        failure texts (``endpoints.py``).
+
         Raises:
             ModelCassetteIOError: the frame could not be written (the recording stays partial).
+            ModelCassetteClosed: the cassette was already closed (after ``shutdown``).
             ProtocolError: ``handle`` is not an open forwarded call.
+            CanonicalJsonError: ``chunks`` is not strict JSON.
         """
+        if self._closed is not None:
+            raise ModelCassetteClosed("model/recorded")
         pending = self._pending.pop(handle, None)
         if pending is None or self.recorder is None:
             raise ProtocolError(f"model/recorded for handle {handle}, which is not an open recorded call")
         where = f"model call {pending.lane}#{pending.position}"
         if not complete:
-            self._incomplete = self._incomplete or f"{where} did not finish"
+            self._unsettled(pending, f"{where} did not finish")
             return
-        canonical = Raw(canonical_bytes(msgspec.json.decode(chunks)))
-        facts = chunk_facts(canonical)
+        loads_strict(bytes(chunks))
+        kept = Raw(scrub_endpoints(bytes(chunks)))
+        facts = chunk_facts(kept)
         if facts.finish == "none":
-            self._incomplete = self._incomplete or f"{where} ended without a finish chunk"
+            self._unsettled(pending, f"{where} ended without a finish chunk")
             return
         parts = parts_of(pending.view)
         frame = CallFrame(
             seq=0, prev="", ordinal=self._recorded, lane=pending.lane, position=pending.position,
             fingerprint=parts.fingerprint(), request=parts,
             view=Raw(canonical_bytes(pending.view)) if self.config.requestView == "full" else UNSET,
-            chunks=canonical, atMs=tuple(max(0, round(ms)) for ms in _monotone(at_ms)),
+            chunks=kept, atMs=tuple(max(0, round(ms)) for ms in _monotone(at_ms)),
             finish=facts.finish, toolCalls=facts.tool_calls,
         )
         if self._deferred:
@@ -216,6 +239,17 @@ class ModelCassette:
                 self.write_failed(error)
                 raise
         self._recorded += 1
+
+    def _unsettled(self, pending: _Pending, reason: str) -> None:
+        """A call ended without an answer: left out if the host abandons such calls, else fatal."""
+        if pending.lane in ABANDONABLE:
+            self._left_out.add(f"{pending.lane}#{pending.position}")
+        else:
+            self._incomplete = self._incomplete or reason
+
+    def notes(self) -> list[str]:
+        """One line per call left out or not asked for again (the session title), for stderr."""
+        return list(self._notes)
 
     def take_writes(self) -> list[bytes]:
         """Return the sealed lines not yet handed out, in order; the caller must write them."""
@@ -240,12 +274,16 @@ class ModelCassette:
     def finish(self) -> bool:
         """Record: decide the end; true: write ``take_writes()`` (the tail), then publish."""
         assert self.recorder is not None
-        if self._pending and self._incomplete is None:
-            first = min(self._pending.values(), key=lambda p: (p.lane, p.position))
-            self._incomplete = f"model call {first.lane}#{first.position} was still streaming at shutdown"
+        for pending in sorted(self._pending.values(), key=lambda p: (p.lane, p.position)):
+            self._unsettled(pending, f"model call {pending.lane}#{pending.position} was still streaming at shutdown")
+        self._pending.clear()
         if self._incomplete is not None:
             return False
-        self._writes.append(self.recorder.chain.link(CompleteFrame(seq=0, prev="", calls=self._recorded))[1])
+        left = tuple(sorted(self._left_out))
+        self._notes += [f"model cassette: {name} had not settled at exit (the host does not wait for it); "
+                        "left out of the recording" for name in left]
+        tail = CompleteFrame(seq=0, prev="", calls=self._recorded, leftOut=left)
+        self._writes.append(self.recorder.chain.link(tail)[1])
         return True
 
     def report(self, failure: SidecarError | None = None, published: bool = False) -> CloseReport:
@@ -260,8 +298,13 @@ class ModelCassette:
                 errors.append(failure)
         else:
             left = sorted(slot for slot in self._slots if slot not in self._consumed)
+            # The host may exit before asking for the title again: not asking is no failure.
+            unasked = [slot for slot in left if slot[0] in ABANDONABLE]
+            self._notes += [f"model cassette: {lane}#{position} was not asked for (the host abandons it at exit)"
+                            for lane, position in unasked]
+            left = [slot for slot in left if slot[0] not in ABANDONABLE]
             if left and not self._poisoned:
-                errors.append(ModelUnconsumed(len(left), *left[0]))
+                errors.append(ModelUnconsumed(len(left), *left[0], self.name))
         self._closed = CloseReport(self.statistics(), tuple(errors), published)
         return self._closed
 

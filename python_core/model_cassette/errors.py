@@ -11,6 +11,8 @@ from __future__ import annotations
 from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
+    "ModelCallLeftOut",
+    "ModelCassetteClosed",
     "ModelCassetteExists",
     "ModelCassetteIOError",
     "ModelCassetteInvalid",
@@ -18,7 +20,9 @@ __all__ = [
     "ModelExtraCall",
     "ModelRecordingIncomplete",
     "ModelReplayPoisoned",
+    "ModelRequestInvalid",
     "ModelUnconsumed",
+    "rerecord_hint",
     "short",
 ]
 
@@ -26,6 +30,14 @@ __all__ = [
 def short(digest: str) -> str:
     """Return the display form ``sha256:<12 hex>…`` of a ``sha256:`` digest."""
     return digest[:19] + "…"
+
+
+def rerecord_hint(name: str) -> str:
+    """The fix for a replay that no longer matches model cassette ``name`` (a base name)."""
+    return (
+        f"if the new model requests are intended, re-record: delete {name} and run the same task with "
+        'modelCassette.mode: record (run API and pytest: record_mode "all")'
+    )
 
 
 def where(lane: str, position: int) -> str:
@@ -38,7 +50,8 @@ class ModelCassetteMismatch(SidecarError):
 
     code = "MODEL_CASSETTE_MISMATCH"
 
-    def __init__(self, lane: str, position: int, differences: list[str], fingerprint: str, recorded: str) -> None:
+    def __init__(self, lane: str, position: int, differences: list[str], fingerprint: str, recorded: str,
+                 cassette: str = "the model cassette") -> None:
         shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
         super().__init__(
             f"{where(lane, position)}: request {short(fingerprint)} differs from recorded {short(recorded)}: {shown}; "
@@ -47,6 +60,7 @@ class ModelCassetteMismatch(SidecarError):
         self.lane = lane
         self.position = position
         self.differences = differences
+        self.hint = rerecord_hint(cassette)
 
 
 class ModelExtraCall(SidecarError):
@@ -54,13 +68,14 @@ class ModelExtraCall(SidecarError):
 
     code = "MODEL_CASSETTE_EXTRA_CALL"
 
-    def __init__(self, lane: str, position: int, recorded: int) -> None:
+    def __init__(self, lane: str, position: int, recorded: int, cassette: str = "the model cassette") -> None:
         super().__init__(
             f"{where(lane, position)}: extra call, the cassette holds {recorded} calls in lane {lane}; "
             "no provider request was made"
         )
         self.lane = lane
         self.position = position
+        self.hint = rerecord_hint(cassette)
 
 
 class ModelReplayPoisoned(SidecarError):
@@ -79,9 +94,41 @@ class ModelUnconsumed(SidecarError):
 
     code = "MODEL_CASSETTE_UNCONSUMED"
 
-    def __init__(self, count: int, lane: str, position: int) -> None:
+    def __init__(self, count: int, lane: str, position: int, cassette: str = "the model cassette") -> None:
         super().__init__(f"{count} recorded model calls not consumed, first {where(lane, position)}")
         self.count = count
+        self.hint = rerecord_hint(cassette)
+
+
+class ModelCallLeftOut(SidecarError):
+    """Replay of a call the recording left out (the host abandoned it at exit): refused, run not failed."""
+
+    code = "MODEL_CALL_LEFT_OUT"
+
+    def __init__(self, lane: str, position: int) -> None:
+        super().__init__(
+            f"{where(lane, position)} was left out of the recording (the host abandoned it at exit); "
+            "answered with this error, no provider request was made"
+        )
+
+
+class ModelCassetteClosed(SidecarError):
+    """A model hook arrived after the cassette was closed (``shutdown`` already answered)."""
+
+    code = "MODEL_CASSETTE_CLOSED"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} after shutdown: the model cassette is closed; no provider request was made")
+
+
+class ModelRequestInvalid(SidecarError):
+    """A ``model/request`` whose request has a field of the wrong shape; names the field, never its value."""
+
+    code = "MODEL_REQUEST_INVALID"
+
+    def __init__(self, field: str, expected: str) -> None:
+        super().__init__(f"model/request: request.{field} is not {expected}; no provider request was made")
+        self.field = field
 
 
 class ModelRecordingIncomplete(SidecarError):
@@ -115,6 +162,7 @@ class ModelCassetteInvalid(SidecarError):
     """The first structural failure of a cassette file, located by line, frame kind and call."""
 
     code = "MODEL_CASSETTE_INVALID"
+    hint = "`dsh-sidecar model-cassette verify <file>` shows the first broken frame; re-record the cassette"
 
     def __init__(self, reason: str, *, line: int | None = None, kind: str | None = None,
                  ordinal: int | None = None) -> None:

@@ -1,10 +1,13 @@
 """Model cassette frames: closed Structs, canonical lines, the hash chain.
 
-Rule: a cassette is NDJSON; each line is the canonical JSON of one frame. ``hash`` is the
-``sha256:`` digest of the canonical JSON of the same frame without ``hash``; ``prev`` is the
+Rule: a cassette is NDJSON; each line is the canonical JSON of one frame, except that from
+version 2 a call's ``chunks`` member holds the chunk array exactly as the host serialized it
+(its key order, so a replay hands the host the same bytes). ``hash`` is the ``sha256:`` digest
+of the line without its ``hash`` member (canonical bytes, ``chunks`` verbatim); ``prev`` is the
 previous frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0. Frames are
 ``header``, one ``call`` per completed ``stream()`` call (in completion order), then ``complete``.
-Chunks and the full request view stay ``msgspec.Raw`` holding canonical bytes.
+Chunks and the full request view stay ``msgspec.Raw``; version 1 files (canonical chunks) are
+still read.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from dsh_sidecar.python_core.cassette_io import GENESIS, line_hash, seal
 from dsh_sidecar.python_core.model_cassette.request import RequestParts
 
 __all__ = [
+    "ABANDONABLE",
     "GENESIS",
     "PROTOCOL",
+    "READABLE",
     "VERSION",
     "AnyFrame",
     "CallFrame",
@@ -38,7 +43,12 @@ __all__ = [
 ]
 
 PROTOCOL = "dsh-model-cassette"
-VERSION = 1
+VERSION = 2
+READABLE = (1, 2)
+"""Versions this build reads; it writes ``VERSION``."""
+ABANDONABLE = frozenset({"session-title"})
+"""Lanes whose calls the host starts beside the turn and abandons at exit (rc.8 does not wait
+for the session title): such a call is recorded if it settled, otherwise left out."""
 RequestView = Literal["metadata", "full"]
 
 
@@ -81,10 +91,15 @@ class CallFrame(Frame, tag="call", frozen=True, kw_only=True):
     toolCalls: int
 
 
-class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
-    """Tail frame: the recording finished with ``calls`` call frames and no call left open."""
+class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True, omit_defaults=True):
+    """Tail frame: the recording finished with ``calls`` call frames.
+
+    ``leftOut`` (version 2, omitted when empty) names the ``lane#position`` of calls the host
+    abandons at exit (the session title) that had not settled when the recording closed.
+    """
 
     calls: int
+    leftOut: tuple[str, ...] = ()
 
 
 AnyFrame = HeaderFrame | CallFrame | CompleteFrame

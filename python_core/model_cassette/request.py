@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
+from dsh_sidecar.python_core.model_cassette.errors import ModelRequestInvalid
 
 __all__ = [
     "CWD_TOKEN",
@@ -90,24 +91,45 @@ def _replace_cwd(value: Any, cwd: str) -> Any:
     return value
 
 
+def _text(request: Mapping[str, Any], key: str) -> str:
+    value = request.get(key, "")
+    if not isinstance(value, str):
+        raise ModelRequestInvalid(key, "a string")
+    return value
+
+
+def _objects(request: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    """``request[key]`` as a list of objects (absent or null: empty)."""
+    value = request.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ModelRequestInvalid(key, "a list")
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise ModelRequestInvalid(f"{key}[{index}]", "an object")
+    return value
+
+
 def normalize(request: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """Return the canonical view of a request (see the module rule).
 
     Raises:
         CanonicalJsonError: a value has no canonical JSON form.
+        ModelRequestInvalid: ``provider``/``model``/``purpose`` is not a string, or ``tools`` or
+            ``messages`` is not a list of objects.
     """
-    view: dict[str, Any] = {"provider": str(request.get("provider", "")), "model": str(request.get("model", ""))}
-    if request.get("purpose") is not None:
-        view["purpose"] = request["purpose"]
-    if request.get("system") is not None:
-        view["system"] = request["system"]
-    tools = request.get("tools") or []
+    view: dict[str, Any] = {"provider": _text(request, "provider"), "model": _text(request, "model")}
+    for key in ("purpose", "system"):
+        if request.get(key) is not None:
+            view[key] = request[key]
+    if not isinstance(view.get("purpose", ""), str):
+        raise ModelRequestInvalid("purpose", "a string")
     view["tools"] = [
-        {k: t[k] for k in ("name", "description", "parameters") if k in t} for t in tools if isinstance(t, dict)
+        {k: t[k] for k in ("name", "description", "parameters") if k in t} for t in _objects(request, "tools")
     ]
-    messages = request.get("messages") or []
     view["messages"] = [
-        {k: m[k] for k in ("role", "source", "content") if k in m} for m in messages if isinstance(m, dict)
+        {k: m[k] for k in ("role", "source", "content") if k in m} for m in _objects(request, "messages")
     ]
     options = {k: v for k, v in request.items() if k not in _STRUCTURE and k not in _VOLATILE and v is not None}
     if options:

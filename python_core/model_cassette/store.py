@@ -12,8 +12,9 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET
 
-from dsh_sidecar.python_core.canonical import is_canonical
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, is_canonical, loads_strict, too_deep
 from dsh_sidecar.python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.files import FileRefused, open_regular
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
@@ -21,15 +22,18 @@ from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteIOError,
 )
 from dsh_sidecar.python_core.model_cassette.format import (
+    ABANDONABLE,
     GENESIS,
     PROTOCOL,
-    VERSION,
+    READABLE,
     AnyFrame,
     CallFrame,
     ChunkFacts,
+    CompleteFrame,
     Frame,
     HeaderFrame,
     checked_chunks,
+    chunk_facts,
     decode_frame,
     encode,
     line_hash,
@@ -70,10 +74,11 @@ class Recorder(PartialFile):
 
 
 class Cassette(msgspec.Struct, frozen=True, gc=False):
-    """A fully verified cassette: its header and its calls in file order."""
+    """A fully verified cassette: its header, its calls in file order, the calls left out."""
 
     header: HeaderFrame
     calls: tuple[CallFrame, ...]
+    left_out: tuple[str, ...] = ()
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -99,6 +104,7 @@ class _Scanner:
         self.calls: list[CallFrame] = []
         self.count = 0
         self.positions: dict[str, set[int]] = {}
+        self.left_out: tuple[str, ...] = ()
 
     def feed(self, number: int, line: bytes) -> None:
         if not line.endswith(b"\n"):
@@ -106,6 +112,8 @@ class _Scanner:
         body = line[:-1]
         if self.complete:
             raise ModelCassetteInvalid("frame after the complete tail", line=number)
+        if too_deep(body):
+            raise ModelCassetteInvalid(DEPTH_REASON, line=number)
         if number == 1:
             self._probe(body)
         try:
@@ -123,9 +131,12 @@ class _Scanner:
         canonical = encode(frame) == body
         if canonical and isinstance(frame, CallFrame):
             try:
-                facts, canonical = checked_chunks(bytes(frame.chunks))
+                facts, canonical = self._chunks(bytes(frame.chunks))
             except msgspec.DecodeError:
                 raise ModelCassetteInvalid("chunks is not an array of chunk objects", line=number, kind=kind,
+                                           ordinal=ordinal) from None
+            except CanonicalJsonError as exc:
+                raise ModelCassetteInvalid(f"chunks is not strict JSON ({exc.reason})", line=number, kind=kind,
                                            ordinal=ordinal) from None
         if not canonical:
             raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
@@ -144,6 +155,13 @@ class _Scanner:
         self.frames += 1
         self.prev = frame.hash
 
+    def _chunks(self, chunks: bytes) -> tuple[ChunkFacts, bool]:
+        """Version 1: canonical chunks. Version 2: the host's own serialization, strict JSON."""
+        if self.header is None or self.header.version == 1:
+            return checked_chunks(chunks)
+        loads_strict(chunks)
+        return chunk_facts(chunks), True
+
     def _probe(self, body: bytes) -> None:
         try:
             kind, protocol, version = probe_header(body)
@@ -153,9 +171,10 @@ class _Scanner:
             raise ModelCassetteInvalid("first frame is not a header", line=1)
         if protocol != PROTOCOL:
             raise ModelCassetteInvalid(f"not a {PROTOCOL} file", line=1, kind="header")
-        if version != VERSION:
+        if version not in READABLE or isinstance(version, bool):
             shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {VERSION})",
+            readable = " and ".join(str(v) for v in READABLE)
+            raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {readable})",
                                        line=1, kind="header")
 
     def _check(self, frame: AnyFrame, facts: ChunkFacts | None) -> None:
@@ -183,10 +202,25 @@ class _Scanner:
             return
         if frame.calls != self.count:
             raise ValueError(f"tail counts {frame.calls} calls, {self.count} recorded")
+        self._left_out(frame)
         for lane, seen in sorted(self.positions.items()):
             if seen != set(range(len(seen))):
                 raise ValueError(f"lane {lane} positions are not 0..{len(seen) - 1}")
         self.complete = True
+
+    def _left_out(self, frame: CompleteFrame) -> None:
+        """Left-out calls take their positions (so lanes stay contiguous) and never collide."""
+        if frame.leftOut and self.header is not None and self.header.version == 1:
+            raise ValueError("leftOut in a version 1 file")
+        for name in frame.leftOut:
+            lane, _, number = name.rpartition("#")
+            if lane not in ABANDONABLE or not number.isdigit() or str(int(number)) != number:
+                raise ValueError("leftOut names a call that cannot be left out")
+            seen = self.positions.setdefault(lane, set())
+            if int(number) in seen:
+                raise ValueError(f"leftOut {name} is also recorded or listed twice")
+            seen.add(int(number))
+        self.left_out = frame.leftOut
 
     def finish(self) -> None:
         if self.frames == 0:
@@ -234,6 +268,13 @@ def _scan(path: str, scanner: _Scanner) -> None:
     scanner.finish()
 
 
+def _recorded_lanes(scanner: _Scanner) -> dict[str, int]:
+    left = {name.rpartition("#")[0] for name in scanner.left_out}
+    counts = {k: len(v) - sum(1 for n in scanner.left_out if n.rpartition("#")[0] == k)
+              for k, v in sorted(scanner.positions.items())}
+    return {k: n for k, n in counts.items() if n or k not in left}
+
+
 def verify_file(path: str) -> VerifyReport:
     """Check every frame of the cassette at ``path``.
 
@@ -249,8 +290,8 @@ def verify_file(path: str) -> VerifyReport:
     except ModelCassetteInvalid as exc:
         error = exc
     return VerifyReport(
-        valid=error is None, version=VERSION if scanner.header is not None else None, frames=scanner.frames,
-        calls=scanner.count, lanes={k: len(v) for k, v in sorted(scanner.positions.items())}, error=error,
+        valid=error is None, version=scanner.header.version if scanner.header is not None else None,
+        frames=scanner.frames, calls=scanner.count, lanes=_recorded_lanes(scanner), error=error,
     )
 
 
@@ -264,4 +305,4 @@ def load(path: str) -> Cassette:
     scanner = _Scanner(keep=True)
     _scan(path, scanner)
     assert scanner.header is not None
-    return Cassette(header=scanner.header, calls=tuple(scanner.calls))
+    return Cassette(header=scanner.header, calls=tuple(scanner.calls), left_out=scanner.left_out)

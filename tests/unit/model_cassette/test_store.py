@@ -93,6 +93,6 @@ def test_random_byte_flips_are_all_rejected(make_cassette: Callable[..., Path]) 
 
 def test_another_protocol_or_version_is_named(make_cassette: Callable[..., Path]) -> None:
     path = make_cassette()
-    path.write_bytes(path.read_bytes().replace(b'"version":1', b'"version":2', 1))
+    path.write_bytes(path.read_bytes().replace(b'"version":2', b'"version":3', 1))
 
-    assert "unsupported protocol version 2 (this build reads 1)" in str(verify_file(str(path)).error)
+    assert "unsupported protocol version 3 (this build reads 1 and 2)" in str(verify_file(str(path)).error)
