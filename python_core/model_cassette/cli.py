@@ -4,7 +4,7 @@ Rule: parse, call the store, print. Output names structural facts only (line, fr
 and position, provider/model route, fingerprints, counts, finish kinds, message indexes, tool
 and option names), never prompt or answer text or the absolute path. Exit codes:
 ``python_core.cli_errors``'s table (0 valid/equivalent, 1 invalid or unreadable, 2 usage or
-``diff`` found a difference).
+``diff`` found a request or answer difference, 3 ``diff`` found metadata differences only).
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ import json
 import click
 import msgspec
 
-from dsh_sidecar.python_core.canonical import digest_bytes
 from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.model_cassette.diff import diff_cassettes
 from dsh_sidecar.python_core.model_cassette.errors import short
 from dsh_sidecar.python_core.model_cassette.format import PROTOCOL, CallFrame
-from dsh_sidecar.python_core.model_cassette.request import compare
 from dsh_sidecar.python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["cli", "diff_cassettes"]
@@ -89,51 +88,39 @@ def inspect(file: str, as_json: bool) -> None:
     click.echo("integrity: valid")
 
 
-def diff_cassettes(a: Cassette, b: Cassette) -> list[str]:
-    """Name every difference between two cassettes call by call (timing ignored)."""
-    left = {(c.lane, c.position): c for c in a.calls}
-    right = {(c.lane, c.position): c for c in b.calls}
-    out: list[str] = []
-    for slot in sorted(set(left) | set(right)):
-        name = f"{slot[0]}#{slot[1]}"
-        if slot not in right:
-            out.append(f"{name}: only in A")
-            continue
-        if slot not in left:
-            out.append(f"{name}: only in B")
-            continue
-        x, y = left[slot], right[slot]
-        if x.fingerprint != y.fingerprint:
-            named = compare(x.request, y.request) or ["request parts differ"]
-            out.append(f"{name}: request {short(x.fingerprint)} vs {short(y.fingerprint)}: {'; '.join(named)}")
-        if bytes(x.chunks) != bytes(y.chunks):
-            out.append(
-                f"{name}: answer differs ({len(x.atMs)} vs {len(y.atMs)} chunks, {x.toolCalls} vs {y.toolCalls} "
-                f"tool calls, finish {x.finish} vs {y.finish}, chunks {short(digest_bytes(x.chunks))} vs "
-                f"{short(digest_bytes(y.chunks))})"
-            )
-    return out
+EXIT_METADATA = 3
+"""``diff``: only metadata (usage, cache counters, failure details, timing) differs."""
 
 
 @cli.command()
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def diff(a: str, b: str, as_json: bool) -> None:
-    """Compare two cassettes call by call: 0 equivalent, 2 different, 1 unreadable or invalid."""
+@click.option("--ignore-metadata", is_flag=True,
+              help="Leave usage, cache counters, failure details and timing out (exit 0 if only they differ).")
+def diff(a: str, b: str, as_json: bool, ignore_metadata: bool) -> None:
+    """Compare two cassettes call by call: 0 equivalent, 2 answers differ, 3 only metadata, 1 unreadable."""
     loaded: list[Cassette] = []
     for label, file in (("A", a), ("B", b)):
         try:
             loaded.append(load(file))
         except SidecarError as error:
             raise NamedFailure(error, context=f"{label}: ") from None
-    differences = diff_cassettes(*loaded)
+    differences = [d for d in diff_cassettes(*loaded) if not (ignore_metadata and d.kind == "metadata")]
+    answers = [d for d in differences if d.kind != "metadata"]
+    code = EXIT_DIFFERENT if answers else EXIT_METADATA if differences else EXIT_OK
     if as_json:
-        click.echo(msgspec.json.encode({"equivalent": not differences, "differences": differences}).decode())
-    elif differences:
+        click.echo(msgspec.json.encode({
+            "equivalent": not differences, "answersEqual": not answers,
+            "differences": [d.line for d in differences], "kinds": [d.kind for d in differences],
+        }).decode())
+    elif answers:
         click.echo(f"different: {len(differences)} difference(s)")
-        for line in differences:
-            click.echo(f"  {line}")
+    elif differences:
+        click.echo(f"metadata only: {len(differences)} difference(s), same requests and answers")
     else:
         click.echo(f"equivalent: {len(loaded[0].calls)} calls, same requests and answers")
-    raise SystemExit(EXIT_DIFFERENT if differences else EXIT_OK)
+    if not as_json:
+        for d in differences:
+            click.echo(f"  {d.line}")
+    raise SystemExit(code)

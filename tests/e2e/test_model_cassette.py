@@ -126,7 +126,7 @@ def test_verify_and_inspect_a_real_recording_without_printing_text(
     cassette = recorded[0] / "model.ndjson"
     verify = _cli("verify", str(cassette))
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    expected = "valid: dsh-model-cassette v1: 3 calls (model 2, session-title 1), 5 frames, complete tail\n"
+    expected = "valid: dsh-model-cassette v2: 3 calls (model 2, session-title 1), 5 frames, complete tail\n"
     assert verify.stdout == expected
     inspect = _cli("inspect", str(cassette))
     assert inspect.returncode == 0

@@ -135,14 +135,17 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.model_cassette.cli": ["cli", "diff_cassettes"],
     "python_core.model_cassette.config": ["ModelCassetteConfig", "parse_config"],
     "python_core.model_cassette.engine": ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"],
+    "python_core.model_cassette.diff": ["Difference", "diff_cassettes", "split_chunks"],
+    "python_core.model_cassette.endpoints": ["ENDPOINT", "HOST", "scrub_endpoints", "scrub_text"],
     "python_core.model_cassette.errors": [
-        "ModelCassetteExists", "ModelCassetteIOError", "ModelCassetteInvalid", "ModelCassetteMismatch",
-        "ModelExtraCall", "ModelRecordingIncomplete", "ModelReplayPoisoned", "ModelUnconsumed", "short",
+        "ModelCallLeftOut", "ModelCassetteClosed", "ModelCassetteExists", "ModelCassetteIOError",
+        "ModelCassetteInvalid", "ModelCassetteMismatch", "ModelExtraCall", "ModelRecordingIncomplete",
+        "ModelReplayPoisoned", "ModelRequestInvalid", "ModelUnconsumed", "rerecord_hint", "short",
     ],
     "python_core.model_cassette.initiator": ["InitiatorFacts", "delegation_depth"],
     "python_core.model_cassette.format": [
-        "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL",
-        "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
+        "ABANDONABLE", "AnyFrame", "CallFrame", "ChunkFacts", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame",
+        "PROTOCOL", "READABLE", "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
         "probe_header", "seal",
     ],
     "python_core.model_cassette.request": [

@@ -20,7 +20,7 @@ def test_verify_accepts_a_recording_and_names_its_lanes(make_cassette: Callable[
     result = _run("verify", str(make_cassette()))
 
     assert result.exit_code == 0
-    expected = "valid: dsh-model-cassette v1: 3 calls (model 2, session-title 1), 5 frames, complete tail\n"
+    expected = "valid: dsh-model-cassette v2: 3 calls (model 2, session-title 1), 5 frames, complete tail\n"
     assert result.output == expected
 
 
@@ -73,9 +73,34 @@ def test_diff_names_requests_and_answers_that_differ(kit: Any, make_cassette: Ca
     lines = result.output.splitlines()
     assert lines[0] == "different: 3 difference(s)"
     assert "model#0: request" in lines[1] and lines[1].endswith("option maxTokens differs")
-    assert lines[2].startswith("  model#0: answer differs (5 vs 5 chunks, 0 vs 0 tool calls, finish stop vs stop")
+    assert lines[2].startswith("  model#0: answer differs (4 vs 4 answer chunks, 0 vs 0 tool calls, finish stop")
     assert lines[3] == "  model#1: only in B"
     assert kit.SECRET not in result.output and "other" not in result.output
+
+
+def _usage_chunks(cache_read: int, order: str = "normal") -> bytes:
+    usage = {"inputTokens": 100, "outputTokens": 10, "cacheReadTokens": cache_read}
+    text = [{"type": "text-delta", "index": 0, "text": "same"}, {"type": "usage", "usage": usage},
+            {"type": "finish", "reason": {"kind": "stop"}}]
+    if order == "reversed":
+        text = [dict(reversed(list(c.items()))) for c in text]
+    return json.dumps(text).encode()
+
+
+def test_diff_tells_a_cache_counter_change_from_a_changed_answer(kit: Any, make_cassette: Callable[..., Path]) -> None:
+    a = make_cassette([(kit.request(), _usage_chunks(0))])
+    b = make_cassette([(kit.request(), _usage_chunks(40, "reversed"))])
+
+    result = _run("diff", str(a), str(b))
+    assert result.exit_code == 3
+    assert result.output.splitlines() == [
+        "metadata only: 1 difference(s), same requests and answers",
+        "  model#0: metadata differs: usage or failure details (cacheReadTokens)",
+    ]
+    ignored = _run("diff", "--ignore-metadata", str(a), str(b))
+    assert (ignored.exit_code, ignored.output) == (0, "equivalent: 1 calls, same requests and answers\n")
+    changed = make_cassette([(kit.request(), _usage_chunks(40).replace(b'"same"', b'"new"'))])
+    assert _run("diff", "--ignore-metadata", str(a), str(changed)).exit_code == 2
 
 
 def test_diff_of_an_unreadable_file_exits_1(make_cassette: Callable[..., Path], tmp_path: Path) -> None:

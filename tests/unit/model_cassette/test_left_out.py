@@ -1,0 +1,165 @@
+"""The session-title call the host abandons at exit, byte-kept chunks and the named lifecycle errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from dsh_sidecar.python_core.cassette_io import Chain
+from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Serve, load, verify_file
+from dsh_sidecar.python_core.model_cassette.errors import (
+    ModelCallLeftOut,
+    ModelCassetteClosed,
+    ModelRequestInvalid,
+)
+from dsh_sidecar.python_core.model_cassette.format import HeaderFrame, decode_frame
+
+TITLE = {"purpose": "session-title", "tools": ()}
+
+
+def _open(kit: Any, path: Path, mode: str = "record") -> ModelCassette:
+    return ModelCassette.open(kit.config(path, mode), cwd=kit.CWD, host_version="0.1.0-rc.8")
+
+
+def _forward(cassette: ModelCassette, request: dict[str, Any]) -> int:
+    decision = cassette.admit(request)
+    assert isinstance(decision, Forward)
+    return decision.handle
+
+
+def _finish(cassette: ModelCassette, handle: int, chunks: bytes) -> None:
+    n = len(json.loads(chunks))
+    cassette.recorded(handle, msgspec.Raw(chunks), [float(i) for i in range(n)], complete=True)
+
+
+def _record_with_title_open(kit: Any, path: Path, *, aborted: bool) -> ModelCassette:
+    """A finished turn whose title call is still streaming (or was aborted) at shutdown."""
+    cassette = _open(kit, path)
+    title = _forward(cassette, kit.request(**TITLE))
+    _finish(cassette, _forward(cassette, kit.request()), kit.text_chunks())
+    if aborted:
+        cassette.recorded(title, msgspec.Raw(b"[]"), [], complete=False)
+    return cassette
+
+
+@pytest.mark.parametrize("aborted", [False, True])
+def test_an_unsettled_title_call_is_left_out_with_one_note_and_the_turn_publishes(
+    kit: Any, tmp_path: Path, aborted: bool,
+) -> None:
+    path = tmp_path / "m.ndjson"
+    cassette = _record_with_title_open(kit, path, aborted=aborted)
+    report = cassette.close()
+
+    assert report.published and report.errors == ()
+    assert cassette.notes() == [
+        "model cassette: session-title#0 had not settled at exit (the host does not wait for it); "
+        "left out of the recording",
+    ]
+    assert load(str(path)).left_out == ("session-title#0",)
+    assert verify_file(str(path)).lanes == {"model": 1}
+
+
+def test_an_unsettled_loop_call_still_fails_the_recording(kit: Any, tmp_path: Path) -> None:
+    cassette = _open(kit, tmp_path / "m.ndjson")
+    _forward(cassette, kit.request())
+    report = cassette.close()
+    assert not report.published
+    assert [e.code for e in report.errors] == ["MODEL_RECORDING_INCOMPLETE"]
+    assert "model call model#0 was still streaming at shutdown" in str(report.errors[0])
+
+
+@pytest.mark.parametrize("asks_for_title", [False, True])
+def test_replay_of_a_recording_without_the_title_works_whether_or_not_the_host_asks(
+    kit: Any, tmp_path: Path, asks_for_title: bool,
+) -> None:
+    path = tmp_path / "m.ndjson"
+    _record_with_title_open(kit, path, aborted=False).close()
+    replay = _open(kit, path, "replay")
+    if asks_for_title:
+        with pytest.raises(ModelCallLeftOut, match="session-title#0 was left out of the recording"):
+            replay.admit(kit.request(**TITLE))
+    assert isinstance(replay.admit(kit.request()), Serve)  # not poisoned by the title
+    report = replay.close()
+    assert report.errors == () and not report.stats.poisoned
+
+
+def test_a_recorded_title_the_replay_never_asks_for_is_a_note(kit: Any, tmp_path: Path) -> None:
+    path = kit.record(tmp_path / "m.ndjson", [(kit.request(**TITLE), kit.text_chunks("T")),
+                                              (kit.request(), kit.text_chunks())])
+    replay = _open(kit, path, "replay")
+    replay.admit(kit.request())
+    assert replay.close().errors == ()
+    assert replay.notes() == ["model cassette: session-title#0 was not asked for (the host abandons it at exit)"]
+
+
+def test_replayed_chunks_are_the_bytes_the_host_sent_key_order_included(kit: Any, tmp_path: Path) -> None:
+    chunks = b'[{"type":"usage","usage":{"outputTokens":2,"inputTokens":1}},{"type":"finish","reason":{"kind":"stop"}}]'
+    path = kit.record(tmp_path / "m.ndjson", [(kit.request(), chunks)])
+    served = _open(kit, path, "replay").admit(kit.request())
+    assert isinstance(served, Serve) and bytes(served.chunks) == chunks
+
+
+def test_endpoints_never_reach_the_file_and_the_failure_keeps_its_code(kit: Any, tmp_path: Path) -> None:
+    failure = {"code": "NETWORK", "message": "DeepSeek API stream from http://10.1.2.3:8443/v1 failed: "
+               "connect ECONNREFUSED 10.1.2.3:8443", "status": 502}
+    chunks = json.dumps([{"type": "finish", "reason": {"kind": "error", "failure": failure}}]).encode()
+    path = kit.record(tmp_path / "m.ndjson", [(kit.request(), chunks)])
+    data = path.read_bytes()
+    assert b"10.1.2.3" not in data and b"8443" not in data
+    served = _open(kit, path, "replay").admit(kit.request())
+    assert isinstance(served, Serve)
+    [finish] = json.loads(bytes(served.chunks))
+    assert finish["reason"]["failure"] == {
+        "code": "NETWORK", "message": "DeepSeek API stream from <endpoint> failed: connect ECONNREFUSED <host>",
+        "status": 502,
+    }
+
+
+def test_a_version_1_file_with_canonical_chunks_still_replays(kit: Any, tmp_path: Path) -> None:
+    v2 = kit.record(tmp_path / "v2.ndjson", [(kit.request(), b'[{"reason":{"kind":"stop"},"type":"finish"}]')])
+    chain = Chain()
+    lines = []
+    for line in v2.read_bytes().splitlines():
+        frame = msgspec.structs.replace(decode_frame(line), prev="", hash=msgspec.UNSET)
+        if isinstance(frame, HeaderFrame):
+            frame = msgspec.structs.replace(frame, version=1)
+        lines.append(chain.link(frame)[1])
+    v1 = tmp_path / "v1.ndjson"
+    v1.write_bytes(b"".join(lines))
+    assert verify_file(str(v1)).version == 1
+    assert isinstance(_open(kit, v1, "replay").admit(kit.request()), Serve)
+
+
+@pytest.mark.parametrize(("field", "value", "named"), [
+    ("messages", 1, "request.messages is not a list"),
+    ("tools", {"a": 1}, "request.tools is not a list"),
+    ("messages", [1], "request.messages[0] is not an object"),
+    ("purpose", 3, "request.purpose is not a string"),
+    ("model", 5, "request.model is not a string"),
+])
+def test_a_request_of_the_wrong_shape_is_named(kit: Any, tmp_path: Path, field: str, value: Any,
+                                               named: str) -> None:
+    cassette = _open(kit, tmp_path / "m.ndjson")
+    with pytest.raises(ModelRequestInvalid, match=named.replace("[", r"\[").replace("]", r"\]")):
+        cassette.admit({**kit.request(), field: value})
+
+
+def test_hooks_after_close_are_named(kit: Any, tmp_path: Path) -> None:
+    cassette = _open(kit, tmp_path / "m.ndjson")
+    handle = _forward(cassette, kit.request())
+    cassette.close()
+    with pytest.raises(ModelCassetteClosed, match="model/request after shutdown"):
+        cassette.admit(kit.request())
+    with pytest.raises(ModelCassetteClosed, match="model/recorded after shutdown"):
+        cassette.recorded(handle, msgspec.Raw(b"[]"), [], complete=False)
+
+
+def test_a_deeply_nested_file_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "deep.ndjson"
+    path.write_bytes(b'{"a":' * 1000 + b"\n")
+    report = verify_file(str(path))
+    assert str(report.error) == "MODEL_CASSETTE_INVALID: line 1: nested deeper than 256 levels"
