@@ -54,6 +54,7 @@ from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.config import SidecarConfig, parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
 from dsh_sidecar.python_core.turns import TurnLedger
 
 __all__ = ["Sidecar"]
@@ -83,6 +84,8 @@ class Sidecar:
         self._sessions: dict[str, None] = {}
         self._calls: list[CallPath] = []
         self.turns = TurnLedger()
+        # Features in the order they first refused a call: their errors and fixes print in that order.
+        self._refused: list[str] = []
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
         """Check the protocol, parse the config and open the configured features."""
@@ -135,23 +138,23 @@ class Sidecar:
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
         """Close every feature; report the errors that must fail the DSH process."""
-        errors: list[SidecarError] = list(self.startup_errors)
+        groups: dict[str, list[SidecarError]] = {}
         notes: list[str] = []
         mock_fixes: list[str] = []
         interruption = self.turns.interruption()
         if self.tools is not None:
-            tool_errors, notes = await self.tools.close(interruption)
-            errors.extend(tool_errors)
+            groups["tool"], notes = await self.tools.close(interruption)
         if self.mock is not None:
             mock_fixes = self.mock.close()
         if self.subagents is not None:
-            subagent_errors, subagent_notes = await self.subagents.close(interruption)
-            errors.extend(subagent_errors)
+            groups["subagent"], subagent_notes = await self.subagents.close(interruption)
             notes.extend(subagent_notes)
         if self.model is not None:
-            model_errors, model_notes = await self.model.close()
-            errors.extend(model_errors)
+            groups["model"], model_notes = await self.model.close()
             notes.extend(model_notes)
+        # The cassette that refused first in the turn caused the rest: its errors and fix lead.
+        order = sorted(groups, key=lambda f: self._refused.index(f) if f in self._refused else len(self._refused))
+        errors: list[SidecarError] = [*self.startup_errors, *(e for f in order for e in groups[f])]
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
         # Several errors often share one fix (a mismatch and the records it left unconsumed).
@@ -211,7 +214,14 @@ class Sidecar:
 
     def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
-        return self._tool_hooks().execute(params)
+        decision = self._tool_hooks().execute(params)
+        if isinstance(decision, ExecuteDecision) and decision.action == "refuse":
+            self._refusal("tool")
+        return decision
+
+    def _refusal(self, feature: str) -> None:
+        if feature not in self._refused:
+            self._refused.append(feature)
 
     def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
@@ -268,7 +278,13 @@ class Sidecar:
 
     def model_request(self, params: ModelRequestParams) -> ModelDecision:
         """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
-        return self._model().request(params)
+        try:
+            return self._model().request(params)
+        except ModelCallLeftOut:
+            raise  # answered as a failed title, never a failure of the run
+        except SidecarError:
+            self._refusal("model")
+            raise
 
     def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
         """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""

@@ -218,7 +218,12 @@ class ModelCassette:
             return
         loads_strict(bytes(chunks))
         kept = Raw(scrub_endpoints(bytes(chunks)))
-        facts = chunk_facts(kept)
+        try:
+            facts = chunk_facts(kept)
+        except msgspec.ValidationError:
+            raise ProtocolError("model/recorded: chunks is not an array of chunk objects with a type") from None
+        if facts.count != len(at_ms):
+            raise ProtocolError(f"model/recorded: {len(at_ms)} atMs for {facts.count} chunks")
         if facts.finish == "none":
             self._unsettled(pending, f"{where} ended without a finish chunk")
             return
