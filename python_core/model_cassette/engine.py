@@ -45,6 +45,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
     HeaderFrame,
     chunk_facts,
 )
+from dsh_sidecar.python_core.model_cassette.pacing import instant_failures
 from dsh_sidecar.python_core.model_cassette.request import compare, lane_of, normalize, parts_of
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
 
@@ -187,8 +188,9 @@ class ModelCassette:
             raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint,
                                                           self.name))
         self._consumed.add((lane, position))
-        at_ms = recorded.atMs if self.config.timing == "recorded" else None
-        return Serve(handle, recorded.chunks, at_ms)
+        if self.config.timing == "recorded":
+            return Serve(handle, recorded.chunks, recorded.atMs)
+        return Serve(handle, Raw(instant_failures(bytes(recorded.chunks))), None)
 
     def _poison(self, error: SidecarError) -> SidecarError:
         self._poisoned = True

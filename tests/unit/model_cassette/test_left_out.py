@@ -113,10 +113,27 @@ def test_endpoints_never_reach_the_file_and_the_failure_keeps_its_code(kit: Any,
     served = _open(kit, path, "replay").admit(kit.request())
     assert isinstance(served, Serve)
     [finish] = json.loads(bytes(served.chunks))
+    # timing instant: a failure without a provider hint retries after 1 ms, not the host's backoff.
     assert finish["reason"]["failure"] == {
         "code": "NETWORK", "message": "DeepSeek API stream from <endpoint> failed: connect ECONNREFUSED <host>",
-        "status": 502,
+        "status": 502, "providerRetryAfterMs": 1,
     }
+
+
+def test_instant_timing_keeps_a_recorded_retry_hint_and_recorded_timing_keeps_the_bytes(
+    kit: Any, tmp_path: Path,
+) -> None:
+    hinted = b'[{"type":"finish","reason":{"kind":"error","failure":{"code":"RATE_LIMIT","message":"429",' \
+             b'"providerRetryAfterMs":2000}}}]'
+    bare = b'[{"type":"finish","reason":{"kind":"error","failure":{"code":"SERVER","message":"500"}}}]'
+    path = kit.record(tmp_path / "m.ndjson", [(kit.request(), hinted), (kit.request(text="two"), bare)])
+    instant = _open(kit, path, "replay")
+    assert bytes(instant.admit(kit.request()).chunks) == hinted  # type: ignore[union-attr]
+    served = bytes(instant.admit(kit.request(text="two")).chunks)  # type: ignore[union-attr]
+    assert served == bare.replace(b'"500"}', b'"500","providerRetryAfterMs":1}')
+    paced = ModelCassette.open(kit.config(path, "replay", timing="recorded"), cwd=kit.CWD, host_version="x")
+    paced.admit(kit.request())
+    assert bytes(paced.admit(kit.request(text="two")).chunks) == bare  # type: ignore[union-attr]
 
 
 def test_a_version_1_file_with_canonical_chunks_still_replays(kit: Any, tmp_path: Path) -> None:
