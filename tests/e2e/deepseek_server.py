@@ -7,12 +7,24 @@ rc.8's ``@deepseek-ai/dsh-llm-deepseek`` POSTs ``<baseURL>/chat/completions`` wi
 ``usage`` object. This server speaks exactly that, so a headless turn routed to the stock
 ``deepseek-official`` provider is a real provider turn, minus the network.
 
-The script is JSON: ``{"title": str, "conversations": [{"match": str, "replies": [reply...]}]}``.
-A request whose ``max_tokens`` is the title budget (64) gets ``title``. Any other request picks
-the first conversation whose ``match`` occurs in its first user message, and the reply indexed
-by the number of assistant messages already in it; a reply is ``{"text": str}`` or
-``{"tool_calls": [{"name": str, "arguments": object}]}`` (optionally with ``"reasoning"``), or
-``{"stall": true}`` (one content delta, then silence: a stream that never finishes).
+The script is JSON: ``{"title": str, "title_reply": reply, "conversations": [{"match": str,
+"replies": [reply...]}]}``. A request whose ``max_tokens`` is the title budget (64) gets
+``title_reply`` (default: the text ``title``). Any other request picks the first conversation
+whose ``match`` occurs in its first user message, and the reply indexed by the number of
+assistant messages already in it. A reply is ``{"text": str}`` and/or ``{"tool_calls": [{"name":
+str, "arguments": object}]}``, optionally with ``reasoning``, and these switches, each what the
+real API does somewhere: ``thinking`` (the thinking-mode first chunk: ``content: null``, empty
+``reasoning_content``), ``keepalive: n`` (``: keep-alive`` comments at the start, between
+reasoning parts and after the finish), ``empty_deltas`` (a ``{}`` and an empty-content delta),
+``interleave`` (parallel tool calls' argument deltas interleaved), ``split_utf8`` (every event in
+two writes, cut inside a multi-byte character), ``usage_last`` (the finish chunk without usage,
+then a usage-only chunk with no choices and ``prompt_tokens_details.cached_tokens``), ``finish``
+(``length``, ``insufficient_system_resource``, ...), ``cache_hit`` (the cache counter), ``no_done``
+(no ``data: [DONE]``), ``cut`` (the stream breaks mid-chunk: a transport error), ``status`` with
+``retry_after`` (an HTTP error with a JSON error body and ``Retry-After``), ``delay`` (seconds
+before answering: a slow call) and ``stall`` (one content delta, then silence). A reply
+``{"attempts": [reply...]}`` answers the n-th identical request (a retry) with its n-th entry.
+The stream is chunked transfer encoding, so a ``cut`` is a broken body, not a clean end.
 Each request appends one line (a JSON summary: path, model, auth header, kind) to a log file,
 so tests count provider requests and check what reached the provider.
 """
@@ -29,11 +41,13 @@ from pathlib import Path
 from typing import Any
 
 SERVER = r"""
-import http.server, json, sys, time, uuid
+import http.server, json, sys, threading, time, uuid
 
 script = json.loads(open(sys.argv[1]).read())
 log_file = sys.argv[2]
 TITLE_TOKENS = 64
+attempts = {}
+lock = threading.Lock()
 
 def first_user_text(messages):
     for m in messages:
@@ -41,47 +55,90 @@ def first_user_text(messages):
             return m["content"]
     return ""
 
+def attempt(key, reply):
+    # A reply with "attempts" answers the n-th identical request with its n-th entry (retries).
+    if "attempts" not in reply:
+        return reply
+    with lock:
+        n = attempts[key] = attempts.get(key, -1) + 1
+    return reply["attempts"][min(n, len(reply["attempts"]) - 1)]
+
 def reply_for(body):
     if body.get("max_tokens") == TITLE_TOKENS:
-        return "title", {"text": script.get("title", "A title")}
+        return "title", attempt("title", script.get("title_reply", {"text": script.get("title", "A title")}))
     messages = body.get("messages", [])
     first = first_user_text(messages)
     turn = sum(1 for m in messages if m.get("role") == "assistant")
     for conversation in script["conversations"]:
         if conversation["match"] in first:
             replies = conversation["replies"]
-            return "conversation", replies[min(turn, len(replies) - 1)]
+            return "conversation", attempt((conversation["match"], turn), replies[min(turn, len(replies) - 1)])
     return "unmatched", {"text": "no scripted reply"}
 
 def events(reply):
+    # Each item is the bytes of one SSE event, or "cut" (close the stream mid-chunk).
     base = {"id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion.chunk", "model": "deepseek-v4-flash"}
-    def chunk(delta, finish=None, usage=None):
-        out = dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish}])
+    keepalive = reply.get("keepalive", 0)
+    def chunk(delta, finish=None, usage=None, choices=True):
+        out = dict(base, choices=[{"index": 0, "delta": delta, "finish_reason": finish}] if choices else [])
         if usage is not None:
             out["usage"] = usage
-        return out
-    yield chunk({"role": "assistant", "content": ""})
+        return b"data: " + json.dumps(out, ensure_ascii=False).encode() + b"\n\n"
+    def alive():
+        for _ in range(keepalive):
+            yield b": keep-alive\n\n"
+    yield from alive()
+    if reply.get("thinking"):
+        # The thinking-mode first chunk: role, null content, empty reasoning.
+        yield chunk({"role": "assistant", "content": None, "reasoning_content": ""})
+    else:
+        yield chunk({"role": "assistant", "content": ""})
     if reply.get("stall"):
         yield chunk({"content": "thinking about it "})
         time.sleep(600)
+    if reply.get("empty_deltas"):
+        yield chunk({})
+        yield chunk({"content": ""})
     if "reasoning" in reply:
         for part in reply["reasoning"].split(" "):
             yield chunk({"reasoning_content": part + " "})
-    if "text" in reply:
+            yield from alive()
+    if reply.get("text"):
         words = reply["text"].split(" ")
         for i, word in enumerate(words):
             yield chunk({"content": word if i == len(words) - 1 else word + " "})
+    calls = []
     for i, call in enumerate(reply.get("tool_calls", [])):
         args = json.dumps(call["arguments"])
         half = len(args) // 2
         call_id = "call_" + uuid.uuid4().hex[:16]
-        yield chunk({"tool_calls": [{"index": i, "id": call_id, "type": "function",
-                                      "function": {"name": call["name"], "arguments": args[:half]}}]})
-        yield chunk({"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]})
-    finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        calls.append([
+            {"tool_calls": [{"index": i, "id": call_id, "type": "function",
+                             "function": {"name": call["name"], "arguments": args[:half]}}]},
+            {"tool_calls": [{"index": i, "function": {"arguments": args[half:]}}]},
+        ])
+    if reply.get("interleave"):
+        calls = [list(step) for step in zip(*calls)]  # first halves of every call, then second halves
+    for group in calls:
+        for delta in group:
+            yield chunk(delta)
+    if reply.get("cut"):
+        yield "cut"
+        return
+    finish = reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop")
     usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
-             "prompt_cache_hit_tokens": 40, "prompt_cache_miss_tokens": 60}
-    yield chunk({}, finish, usage)
+             "prompt_cache_hit_tokens": reply.get("cache_hit", 40), "prompt_cache_miss_tokens": 60}
+    if reply.get("usage_last"):
+        # finish without usage, then a usage-only chunk with no choices and cached token details.
+        yield chunk({}, finish)
+        usage["prompt_tokens_details"] = {"cached_tokens": usage["prompt_cache_hit_tokens"]}
+        usage["completion_tokens_details"] = {"reasoning_tokens": 4}
+        yield chunk(None, usage=usage, choices=False)
+    else:
+        yield chunk({}, finish, usage)
+    yield from alive()
+    if not reply.get("no_done"):
+        yield b"data: [DONE]\n\n"
 
 class DeepSeek(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -95,15 +152,45 @@ class DeepSeek(http.server.BaseHTTPRequestHandler):
                                 "messages": len(body.get("messages", [])),
                                 "tools": [t["function"]["name"] for t in body.get("tools", [])],
                                 "body": body}) + "\n")
+        if reply.get("delay"):
+            time.sleep(reply["delay"])  # a slow provider (the title call outliving the turn)
+        if reply.get("status"):
+            payload = json.dumps({"error": {"message": reply.get("message", "scripted failure"),
+                                            "type": "server_error"}}).encode()
+            self.send_response(reply["status"])
+            if "retry_after" in reply:
+                self.send_header("Retry-After", str(reply["retry_after"]))
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(payload)
+            self.close_connection = True
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Connection", "close")
         self.end_headers()
-        for event in events(reply):
-            self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+        def write(data):
+            self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
             self.wfile.flush()
-        self.wfile.write(b"data: [DONE]\n\n")
+        for event in events(reply):
+            if event == "cut":
+                # A chunk announced longer than what follows, then the socket closes: a transport error.
+                self.wfile.write(b"100\r\ndata: {")
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            if reply.get("split_utf8"):
+                # Every event in two writes, split inside a multi-byte character when it has one.
+                at = next((i + 1 for i, b in enumerate(event) if b >= 0xC0), len(event) // 2)
+                write(event[:at])
+                write(event[at:])
+            else:
+                write(event)
+        self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         self.close_connection = True
     def log_message(self, *args):
