@@ -25,6 +25,7 @@ from dshrun import ROOT, Dsh, wait_for
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.python_core.mock.source import decode_source
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-7f3e9b21"
@@ -347,3 +348,136 @@ def test_record_mode_all_replaces_the_cassette_and_diff_names_the_changed_answer
         replay = run(WEATHER_TASK, cwd=work, rows=_tools(weather.url), model_cassette=paced, env=_offline())
     assert replay.ok, replay.explain()
     assert replay.final_text == "Sunny and 21C in Paris today."
+
+
+# --- Real provider streams (issue 25): one record and one replay per group of stream shapes. ---
+
+def _log_bytes(result: RunResult) -> bytes:
+    """The session log as its bytes, ids and times removed, key order kept; title events apart.
+
+    The title call runs beside the turn, so its event's place (and the seq numbers after it)
+    is timing: title events and seq counters are removed with the ids and times.
+    """
+    assert result.session_path is not None
+    _, text = decode_source(Path(result.session_path).read_bytes(), source="session log")  # zstd frames
+    kept = []
+    for line in text.splitlines():
+        event = json.loads(line)  # dicts keep the written key order; dumping keeps it too
+        if event.get("type") != "session/title":
+            kept.append(json.dumps(_stable(event), ensure_ascii=False, separators=(",", ":")).encode())
+    return b"\n".join(kept)
+
+
+RICH_TASK = "Compare the weather in Paris and Rome."
+RICH_SCRIPT: dict[str, Any] = {
+    # The title call answers after a minute: rc.8 does not wait for it at exit.
+    "title_reply": {"text": "Weather", "delay": 60},
+    "conversations": [{"match": "Compare the weather", "replies": [
+        {"thinking": True, "keepalive": 2, "empty_deltas": True, "reasoning": "Two cities, két lookups é.",
+         "split_utf8": True, "interleave": True, "usage_last": True, "cache_hit": 0,
+         "tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}},
+                        {"name": "weather_lookup", "arguments": {"city": "Roma ☀"}}]},
+        {"text": "Paris — sunny; Roma ☀ café 💥", "split_utf8": True, "usage_last": True, "keepalive": 1,
+         "finish": "length"},
+    ]}],
+}
+
+
+def test_real_stream_shapes_record_and_replay_byte_equal_and_the_slow_title_is_left_out(tmp_path: Path) -> None:
+    cassette = ModelCassette(file="model.ndjson")
+    with deepseek_server(tmp_path, RICH_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        record = run(RICH_TASK, cwd=tmp_path, rows=_tools(weather.url), model_cassette=cassette,
+                     record_mode="once", env=provider.env(CANARY))
+        kinds = sorted(r["kind"] for r in provider.requests())
+    assert kinds == ["conversation", "conversation", "title"]
+    assert record.model_cassette is not None and record.model_cassette.published, record.explain()
+    assert record.model_cassette.recorded == 2  # the title had not settled: left out, one line says so
+    assert record.stderr.count("session-title#0 had not settled at exit") == 1
+    assert "MODEL_RECORDING_INCOMPLETE" not in record.stderr
+    assert [c.tool for c in record.tool_calls] == ["weather_lookup", "weather_lookup"]
+    assert record.final_text == "Paris — sunny; Roma ☀ café 💥"
+    inspect = _cli("inspect", "--json", str(tmp_path / "model.ndjson"))
+    calls = json.loads(inspect.stdout)["calls"]
+    assert [(c["lane"], c["finish"], c["toolCalls"]) for c in calls] == [
+        ("model", "tool-calls", 2), ("model", "max-tokens", 0),
+    ]
+    with weather_service(tmp_path) as weather:  # the real tool bodies run again and answer the same
+        replay = run(RICH_TASK, cwd=tmp_path, rows=_tools(weather.url), model_cassette=cassette, env=_offline())
+    assert replay.exit_code == record.exit_code, replay.explain()
+    assert replay.final_text == record.final_text
+    assert replay.model_cassette is not None
+    assert (replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (2, 0)
+    # Byte for byte, key order included: the chunks reach the host as the provider route built them.
+    assert _log_bytes(replay) == _log_bytes(record)
+    assert b'"cacheReadTokens":0' in _log_bytes(record)  # the usage-only last chunk's cached tokens
+
+
+FAIL_TASK = "Retry until the weather answers."
+FAIL_SCRIPT: dict[str, Any] = {
+    "title_reply": {"status": 500, "message": "title backend down"},  # a failing title call
+    "conversations": [{"match": "Retry until", "replies": [{"attempts": [
+        {"status": 500},
+        {"status": 429, "retry_after": 1, "message": "rate limited"},
+        {"text": "partial answer", "cut": True},
+        {"text": ""},  # an empty completion: EMPTY_RESPONSE, retried
+        {"text": "Finally: sunny."},
+    ]}]}],
+}
+
+
+def _retry_delays(result: RunResult) -> list[Any]:
+    return [e["data"]["delayMs"] for e in result.events if e.get("type") == "llm/retry"]
+
+
+def test_failures_retries_and_a_failing_title_replay_without_waiting_and_no_endpoint_is_kept(
+    tmp_path: Path,
+) -> None:
+    cassette = ModelCassette(file="model.ndjson")
+    with deepseek_server(tmp_path, FAIL_SCRIPT) as provider:
+        record = run(FAIL_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, record_mode="once",
+                     env=provider.env(CANARY))
+        port = provider.url.rsplit(":", 1)[1]
+        assert provider.count == 6  # five attempts and the title
+    assert record.ok, record.explain()
+    assert record.final_text == "Finally: sunny."
+    assert record.model_cassette is not None and record.model_cassette.recorded == 6
+    recorded_delays = _retry_delays(record)
+    assert len(recorded_delays) == 4 and recorded_delays[1] == 1000  # Retry-After: 1
+    data = (tmp_path / "model.ndjson").read_bytes()
+    assert port.encode() not in data and b"127.0.0.1" not in data  # the cut stream's TRANSPORT error
+    assert b'"code":"TRANSPORT"' in data and b"<endpoint>" in data
+    inspect = json.loads(_cli("inspect", "--json", str(tmp_path / "model.ndjson")).stdout)
+    assert sorted(c["finish"] for c in inspect["calls"]) == ["error"] * 5 + ["stop"]
+    replay = run(FAIL_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, env=_offline())
+    assert replay.ok, replay.explain()
+    assert replay.final_text == record.final_text
+    # timing instant: only the provider's own Retry-After is waited; the host backoffs are 1 ms.
+    assert _retry_delays(replay) == [1, 1000, 1, 1]
+
+
+STOP_TASK = "Answer when the servers are busy."
+STOP_SCRIPT: dict[str, Any] = {
+    "title_reply": {"text": "Busy", "no_done": True},  # the title stream ends without [DONE]
+    "conversations": [{"match": "servers are busy", "replies": [
+        {"text": "Partial", "finish": "insufficient_system_resource"},
+    ]}],
+}
+
+
+def test_a_failed_turn_is_published_and_replays_the_same_failure(tmp_path: Path) -> None:
+    cassette = ModelCassette(file="model.ndjson")
+    with deepseek_server(tmp_path, STOP_SCRIPT) as provider:
+        record = run(STOP_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, record_mode="once",
+                     env=provider.env(CANARY))
+    assert record.exit_code != 0
+    assert "INSUFFICIENT_SYSTEM_RESOURCE" in record.stderr
+    # The run API publishes a failed turn's complete recording: the failure is what to replay.
+    assert record.model_cassette is not None and record.model_cassette.published, record.explain()
+    inspect = json.loads(_cli("inspect", "--json", str(tmp_path / "model.ndjson")).stdout)
+    assert sorted((c["lane"], c["finish"]) for c in inspect["calls"]) == [
+        ("model", "error"), ("session-title", "error"),
+    ]
+    replay = run(STOP_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, env=_offline())
+    assert replay.exit_code == record.exit_code
+    assert "INSUFFICIENT_SYSTEM_RESOURCE" in replay.stderr
+    assert replay.model_cassette is not None and replay.model_cassette.consumed == 2
