@@ -276,6 +276,16 @@ def test_one_run_three_cassettes_replays_offline_with_an_equal_session_log(tmp_p
     ]
     assert _log(replay) == _log(record)
     assert json.dumps(_log(record)).count('"type": "tool/result"') == 2
+    # A changed prompt: the model cassette refuses first, so its error and its fix line lead; the
+    # tool cassette's unconsumed record follows from it.
+    changed = run("Write a Rome weather report.", cwd=tmp_path, rows=_tools(dead_url()), env=_offline(),
+                  **cassettes)
+    assert changed.exit_code == 1
+    codes = [e.code for e in changed.errors]
+    assert codes[0] == "MODEL_CASSETTE_MISMATCH" and "CASSETTE_UNCONSUMED" in codes, codes
+    fixes = [line for line in changed.stderr.splitlines() if line.startswith("dsh-sidecar: fix: ")]
+    assert "delete model.ndjson" in fixes[0] and "modelCassette.mode: record" in fixes[0], fixes
+    assert any("tools.ndjson" in fix for fix in fixes[1:]), fixes
 
 
 PLUGIN_TEST = '''
@@ -335,10 +345,18 @@ def test_record_mode_all_replaces_the_cassette_and_diff_names_the_changed_answer
     diff = _cli("diff", str(old), str(work / "model.ndjson"))
     assert diff.returncode == 2
     lines = diff.stdout.splitlines()
+    # Every call's timing differs (metadata); the answers and requests below are the drift.
+    assert lines[0] == "different: 6 difference(s)"
+    metadata = [line for line in lines[1:] if "metadata differs" in line]
+    assert [line.split(":")[0].strip() for line in metadata] == ["model#0", "model#1", "session-title#0"]
+    assert all("timing (" in line for line in metadata)
+    answers = _cli("diff", "--ignore-metadata", str(old), str(work / "model.ndjson"))
+    assert answers.returncode == 2
+    lines = answers.stdout.splitlines()
     # The provider mints fresh tool-call ids: the first answer differs in its id only, so the
     # second request differs at the assistant message carrying it, and the second answer differs.
     assert lines[0] == "different: 3 difference(s)"
-    assert lines[1].startswith("  model#0: answer differs (6 vs 6 chunks, 1 vs 1 tool calls, finish tool-calls")
+    assert lines[1].startswith("  model#0: answer differs (5 vs 5 answer chunks, 1 vs 1 tool calls, finish tool-calls")
     assert lines[2].startswith("  model#1: request ") and lines[2].endswith(": message 2 (assistant) differs")
     assert lines[3].startswith("  model#1: answer differs (")
     assert "Sunny" not in diff.stdout and "sunny" not in diff.stdout
