@@ -499,3 +499,15 @@ def test_a_failed_turn_is_published_and_replays_the_same_failure(tmp_path: Path)
     assert replay.exit_code == record.exit_code
     assert "INSUFFICIENT_SYSTEM_RESOURCE" in replay.stderr
     assert replay.model_cassette is not None and replay.model_cassette.consumed == 2
+    # Re-recorded against a warm cache: only usage and timing moved, and diff says so by exit code.
+    warm = json.loads(json.dumps(STOP_SCRIPT))
+    warm["conversations"][0]["replies"][0]["cache_hit"] = 90
+    again = ModelCassette(file="again.ndjson")
+    with deepseek_server(tmp_path, warm) as provider:
+        run(STOP_TASK, cwd=tmp_path, rows=[], model_cassette=again, record_mode="once", env=provider.env(CANARY))
+    diff = _cli("diff", str(tmp_path / "model.ndjson"), str(tmp_path / "again.ndjson"))
+    assert diff.returncode == 3, diff.stdout
+    assert diff.stdout.startswith("metadata only: ")
+    assert "model#0: metadata differs: usage or failure details (cacheReadTokens" in diff.stdout
+    ignored = _cli("diff", "--ignore-metadata", str(tmp_path / "model.ndjson"), str(tmp_path / "again.ndjson"))
+    assert (ignored.returncode, ignored.stdout) == (0, "equivalent: 2 calls, same requests and answers\n")
