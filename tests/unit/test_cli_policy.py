@@ -131,8 +131,8 @@ def _subagent_cassette(path: Path) -> None:
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
     ("subagent verify", subagent, ["verify"], _subagent_cassette, "ok: link: 1 interaction(s), chain intact"),
     ("subagent inspect", subagent, ["inspect"], _subagent_cassette, "link: 1 interaction(s)\n"),
-    ("model verify", model, ["verify"], _model_cassette, "valid: dsh-model-cassette v1: 0 calls (none)"),
-    ("model inspect", model, ["inspect"], _model_cassette, "protocol: dsh-model-cassette v1"),
+    ("model verify", model, ["verify"], _model_cassette, "valid: dsh-model-cassette v2: 0 calls (none)"),
+    ("model inspect", model, ["inspect"], _model_cassette, "protocol: dsh-model-cassette v2"),
 ], ids=IDS)
 def test_a_symlink_to_a_valid_file_is_followed(
     tmp_path: Path, name: str, command: click.Command, head: Sequence[str], write: Callable[[Path], None],
