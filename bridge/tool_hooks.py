@@ -175,7 +175,7 @@ class ToolHooks:
                 published = True
             except SidecarError as error:
                 failure = error
-        recording.recorder.abandon()
+        recording.release()
         return recording.report(interruption, failure if publish else None, published)
 
     async def close(self, interruption: str | None = None) -> tuple[list[SidecarError], list[str]]:

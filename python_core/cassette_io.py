@@ -246,3 +246,14 @@ class PartialFile:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+
+    def discard(self) -> None:
+        """Close the partial and remove it: it holds nothing worth keeping (the header only)."""
+        self.abandon()
+        try:
+            os.unlink(self.partial)
+            fsync_dir(self.partial)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise self._failed("remove", self.partial, exc) from None

@@ -37,6 +37,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     IllegalEvent,
     IncludeDiffers,
     NestedSelection,
+    NothingSelected,
     OutcomeUnrecordable,
     RecordingIncomplete,
     ReplayPoisoned,
@@ -617,9 +618,19 @@ class RecordSession(ToolCassetteSession):
         """
         self._advance(Event.CLOSE, "", "")
         if self.state is SessionState.RECORDING and self._pending() == 0 and interruption is None:
+            if self._selected == 0 and self._cancelled_before_dispatch == 0:
+                self._errors.append(NothingSelected(os.path.basename(self.config.file), self.config.include))
+                return False
             self._emit(CompleteFrame(seq=0, prev=GENESIS, calls=self._ordinals))
             return True
         return False
+
+    def release(self) -> None:
+        """Close the partial: removed when nothing was selected, else kept as evidence."""
+        if any(isinstance(error, NothingSelected) for error in self._errors):
+            self.recorder.discard()
+        else:
+            self.recorder.abandon()
 
     def report(self, interruption: str | None, failure: SidecarError | None, published: bool) -> CloseReport:
         """Close the session: the report of a ``finish`` followed by publishing (or not)."""
@@ -632,7 +643,7 @@ class RecordSession(ToolCassetteSession):
             errors.append(RecordingInterrupted(
                 f"tool cassette {name}", interruption, f"not published, kept {partial}",
             ))
-        elif not published:
+        elif not published and not any(isinstance(error, NothingSelected) for error in errors):
             cause = errors[0].code if errors else None
             errors.append(RecordingIncomplete(partial, self._pending(), cause))
         self.state = SessionState.CLOSED
@@ -652,7 +663,7 @@ class RecordSession(ToolCassetteSession):
                 published = True
             except (CassetteIOError, CassetteExists) as error:
                 failure = error
-        self.recorder.abandon()
+        self.release()
         return self.report(interruption, failure, published)
 
     def statistics(self) -> CassetteStats:

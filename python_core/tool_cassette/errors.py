@@ -19,6 +19,7 @@ __all__ = [
     "IllegalEvent",
     "IncludeDiffers",
     "NestedSelection",
+    "NothingSelected",
     "OutcomeUnrecordable",
     "RecordingIncomplete",
     "ReplayPoisoned",
@@ -220,6 +221,29 @@ class NestedSelection(SidecarError):
         self.outer_tool = outer_tool
         self.outer_path = outer_path
         self.outer_ordinal = outer_ordinal
+
+
+class NothingSelected(SidecarError):
+    """A recording ended with no call of a selected tool: publishing it would replay nothing.
+
+    An empty cassette would pass every later replay while the real tools run: fail closed.
+    """
+
+    code = "CASSETTE_NOTHING_SELECTED"
+    hint = (
+        f"match {_SECTION}.include to the tool names the host registers (an MCP tool is "
+        "mcp__<server>__<tool>: mcp__notes__* or mcp__*__read*), or drop the tool cassette from this run"
+    )
+
+    def __init__(self, name: str, include: list[str]) -> None:
+        shown = ", ".join(printable(pattern) for pattern in include[:5])
+        more = "" if len(include) <= 5 else f" and {len(include) - 5} more"
+        super().__init__(
+            f"no call of a selected tool reached the cassette ({_SECTION}.include: {shown}{more}); "
+            f"{printable(name)} was not published and nothing was kept"
+        )
+        self.name = name
+        self.include = include
 
 
 class ArgumentsUnreadable(SidecarError):

@@ -345,3 +345,21 @@ def test_a_selected_call_denied_before_tools_execute_fails_closed(make_dsh: Make
     ]
     assert run.bodies() == []
     assert not (recorder.cwd / CASSETTE).exists()
+
+
+def test_a_recording_that_selects_no_call_fails_closed_and_publishes_nothing(make_dsh: MakeDsh) -> None:
+    # The spec's own example pattern: DSH names MCP tools mcp__<server>__<tool>, so it selects nothing.
+    dsh = make_dsh(sidecar=_row("record", include=("mcp_*_read",)))
+
+    run = dsh.run('/mock run echo({"text": "a"})')
+
+    assert run.rc == 1
+    assert _cassette_lines(run) == [
+        "dsh-sidecar: tool cassette record: 0 selected calls, 0 recorded, published: no",
+        "dsh-sidecar: CASSETTE_NOTHING_SELECTED: no call of a selected tool reached the cassette "
+        "(toolCassette.include: mcp_*_read); c.ndjson was not published and nothing was kept",
+        "dsh-sidecar: fix: match toolCassette.include to the tool names the host registers (an MCP tool is "
+        "mcp__<server>__<tool>: mcp__notes__* or mcp__*__read*), or drop the tool cassette from this run",
+    ]
+    assert sorted(p.name for p in dsh.cwd.iterdir() if p.name.startswith(CASSETTE)) == []
+    assert run.bodies() == ["echo"]

@@ -27,7 +27,7 @@ from dsh_sidecar.python_core.subagent_cassette.config import parse_config as par
 from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
 from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
-from dsh_sidecar.python_core.tool_cassette import ToolCassetteSession
+from dsh_sidecar.python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession, ToolResult
 from dsh_sidecar.python_core.tool_cassette import parse_config as parse_tool_config
 from dsh_sidecar.python_core.tool_cassette.cli import main as tool
 
@@ -97,7 +97,12 @@ def _mock_script(path: Path) -> None:
 
 def _tool_cassette(path: Path) -> None:
     config = parse_tool_config({"mode": "record", "file": path.name, "include": ["a"]}, cwd=str(path.parent))
-    assert ToolCassetteSession.open(config).close().published
+    session = ToolCassetteSession.open(config)
+    outcome = ToolResult(isError=False, content=[], value=msgspec.Raw(b"1"))
+    session.on_execute(ExecuteEvent("h", "root/0", "a", b"{}"))
+    session.on_post_execute(PostEvent("h", "root/0", "a", outcome))
+    session.on_result(ResultEvent("h", "root/0", "a", outcome))
+    assert session.close().published
 
 
 def _model_cassette(path: Path) -> None:
@@ -125,8 +130,8 @@ def _subagent_cassette(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
-    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v1: 0 calls"),
-    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v1\ncalls: 0"),
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v1: 1 calls"),
+    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v1\ncalls: 1"),
     ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
     ("subagent verify", subagent, ["verify"], _subagent_cassette, "ok: link: 1 interaction(s), chain intact"),

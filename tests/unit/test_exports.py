@@ -207,7 +207,8 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
-        "IllegalEvent", "IncludeDiffers", "NestedSelection", "OutcomeUnrecordable", "RecordingIncomplete",
+        "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected", "OutcomeUnrecordable",
+        "RecordingIncomplete",
         "ReplayPoisoned", "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected",
         "fingerprint", "rerecord_hint",
     ],

@@ -170,10 +170,14 @@ def test_fuzz_diff_of_random_recordings_is_consistent_and_prints_one_line_per_fa
     verdicts: dict[int, int] = {}
     for i in range(200):
         files = []
+        calls: list[Any] = []
         for side in "ab":
-            calls = [kit.Call(path=f"root/{n}", args=json.dumps({"k": fuzz.value()}).encode(),
-                              outcome=kit.ok(json.dumps(fuzz.value()).encode()))
-                     for n in range(fuzz.rng.randint(0, 2))]
+            # A recording needs a selected call (an empty one is CASSETTE_NOTHING_SELECTED); the
+            # second side often repeats the first, so equivalent pairs are drawn too.
+            if side == "a" or fuzz.rng.random() < 0.5:
+                calls = [kit.Call(path=f"root/{n}", args=json.dumps({"k": fuzz.value()}).encode(),
+                                  outcome=kit.ok(json.dumps(fuzz.value()).encode()))
+                         for n in range(fuzz.rng.randint(1, 2))]
             session = ToolCassetteSession.open(make_config("record", f"{i}{side}.jsonl"))
             try:
                 kit.drive(session, calls)
@@ -194,4 +198,4 @@ def test_fuzz_diff_of_random_recordings_is_consistent_and_prints_one_line_per_fa
         verdicts[text.exit_code] = verdicts.get(text.exit_code, 0) + 1
         fuzz.count += 1
     print(f"tool cassette diff of random recordings: {fuzz.count} pairs, exit codes {sorted(verdicts.items())}")
-    assert verdicts.get(2, 0) > 20 and verdicts.get(0, 0) > 0
+    assert verdicts.get(2, 0) > 5 and verdicts.get(0, 0) > 5

@@ -597,3 +597,16 @@ def test_deferred_recording_hands_over_its_lines_and_a_lost_one_refuses_its_call
     refused = session.write_failed("h", lost)
     assert isinstance(refused, Refuse) and refused.error is lost
     assert session.statistics().state == "failed" and session.statistics().pending == 0
+
+
+def test_a_recording_that_selected_no_call_is_refused_and_leaves_no_file(make_config: Any, tmp_path: Path) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    report = session.close()
+
+    assert not report.published
+    assert [e.code for e in report.errors] == ["CASSETTE_NOTHING_SELECTED"]
+    assert "toolCassette.include: weather_*, mcp_*_read" in str(report.errors[0])
+    assert "mcp__<server>__<tool>" in report.errors[0].hint
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # Nothing left behind, so recording again is not refused as CASSETTE_EXISTS.
+    assert ToolCassetteSession.open(make_config("record")).close().errors[0].code == "CASSETTE_NOTHING_SELECTED"
