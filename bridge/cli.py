@@ -28,6 +28,7 @@ from dsh_sidecar.bridge.run import (
     HostNotFound,
     ModelCassette,
     RecordMode,
+    Row,
     SubagentCassette,
     ToolCassette,
     find_host,
@@ -269,13 +270,16 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--record-mode", type=click.Choice(RECORD_MODES), default="none", show_default=True,
               help="none: replay only; once: record missing cassettes; all: re-record.")
 @click.option("--patch", "patches", multiple=True, help="Extra --patch layer for dsh (repeatable).")
+@click.option("--insert-row", "inserted", multiple=True, metavar="JSON",
+              help='New profile row, e.g. \'{"id": "mcp-notes", "name": "@deepseek-ai/dsh-mcp-client", '
+                   '"config": {...}}\' (repeatable).')
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), default=None, help="DSH working directory.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds before the run is killed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
     model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
-    patches: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
+    patches: tuple[str, ...], inserted: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -287,6 +291,7 @@ def run_command(
         raise click.UsageError("give exactly one of TASK and --script")
     if (tool_file is None) != (not include):
         raise click.UsageError("--tool-cassette and --include go together")
+    rows = [_inserted_row(text, n) for n, text in enumerate(inserted, 1)]
     # Paths on the command line are relative to the shell's directory, as everywhere else.
     tool_file, subagent_file, model_file, script = (
         None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, model_file, script)
@@ -297,7 +302,7 @@ def run_command(
             tool_cassette=None if tool_file is None else ToolCassette(file=tool_file, include=list(include)),
             subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
-            record_mode=record_mode, patches=patches, cwd=cwd, timeout=timeout,
+            record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`",
         )
     except SidecarError as exc:
@@ -314,6 +319,24 @@ def run_command(
         if result.timed_out:
             click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
     sys.exit(EXIT_TIMEOUT if result.timed_out else result.exit_code)
+
+
+class _InsertedRow(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    id: str
+    name: str
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+def _inserted_row(text: str, index: int) -> Row:
+    """Decode one ``--insert-row`` value; a bad one is a usage error naming it and the shape."""
+    try:
+        row = msgspec.json.decode(text, type=_InsertedRow)
+    except msgspec.DecodeError as exc:
+        raise click.BadParameter(
+            f"value {index}: {exc}; expected {{\"id\": ..., \"name\": ..., \"config\": {{...}}}}",
+            param_hint="--insert-row",
+        ) from None
+    return Row(row.id, row.name, row.config, insert=True)
 
 
 class SessionNotFound(SidecarError):

@@ -136,12 +136,17 @@ class ModelCassette(msgspec.Struct, frozen=True, kw_only=True):
     options: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Row(msgspec.Struct, frozen=True):
-    """A profile row to enable for the run (an id-targeted patch: ``config`` replaces the row's)."""
+class Row(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A profile row for the run: an existing row enabled with ``config``, or a new one (``insert``).
+
+    An id-targeted patch replaces an existing row's ``config``; for an id the profile does not
+    have, rc.8 only warns, so a new row (an MCP server, say) needs ``insert=True``.
+    """
 
     id: str
     name: str
     config: dict[str, Any] = msgspec.field(default_factory=dict)
+    insert: bool = False
 
 
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
@@ -407,7 +412,11 @@ def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cw
 def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool, transparent_spawn: bool) -> str:
     # JSON is YAML flow syntax: no YAML writer needed and no quoting surprises.
     entries = [{"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": sidecar}]
-    entries += [{"id": r.id, "name": r.name, "disabled": False, "config": r.config} for r in rows]
+    entries += [
+        {"insert": [{"id": r.id, "name": r.name, "config": r.config}]} if r.insert
+        else {"id": r.id, "name": r.name, "disabled": False, "config": r.config}
+        for r in rows
+    ]
     text = "".join(f"- {json.dumps(entry)}\n" for entry in entries)
     if one_shot:
         text += ONE_SHOT_PATCH

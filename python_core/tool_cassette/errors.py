@@ -7,6 +7,8 @@ absolute paths never reach an error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dsh_sidecar.python_core.errors import SidecarError, printable
 
 __all__ = [
@@ -235,7 +237,7 @@ class NothingSelected(SidecarError):
         "mcp__<server>__<tool>: mcp__notes__* or mcp__*__read*), or drop the tool cassette from this run"
     )
 
-    def __init__(self, name: str, include: list[str]) -> None:
+    def __init__(self, name: str, include: Sequence[str]) -> None:
         shown = ", ".join(printable(pattern) for pattern in include[:5])
         more = "" if len(include) <= 5 else f" and {len(include) - 5} more"
         super().__init__(
@@ -243,7 +245,7 @@ class NothingSelected(SidecarError):
             f"{printable(name)} was not published and nothing was kept"
         )
         self.name = name
-        self.include = include
+        self.include = tuple(include)
 
 
 class ArgumentsUnreadable(SidecarError):

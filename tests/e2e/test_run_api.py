@@ -325,3 +325,22 @@ def test_sessions_list_and_show_find_the_last_run_without_ls(tmp_path: Path) -> 
         "dsh-sidecar: SESSION_NOT_FOUND: session session-nope for this folder; "
         "list them with `dsh-sidecar sessions list`\n"
     )
+
+
+def test_a_new_row_is_inserted_where_an_id_targeted_row_only_warns(tmp_path: Path) -> None:
+    # rc.8 only warns about an id-targeted patch for a row the profile lacks: the tool never registers.
+    task = '/mock run echo({"text": "hi"})'
+    targeted = run(task, rows=[Row("tools-2", "dsh-example-tools")], cwd=tmp_path, timeout=120)
+    assert targeted.result("echo").error_code == "UNKNOWN_TOOL"
+
+    inserted = run(task, rows=[Row("tools-2", "dsh-example-tools", insert=True)], cwd=tmp_path, timeout=120)
+    assert inserted.ok, inserted.explain()
+    assert inserted.result("echo").output == "echo:hi"
+
+    row = json.dumps({"id": "tools-2", "name": "dsh-example-tools", "config": {}})
+    cli = _cli("--insert-row", row, "--", task, cwd=tmp_path)
+    assert (cli.returncode, cli.stdout) == (0, "mock run complete: 1 step, 1 tool call\n"), cli.stderr
+    bad = _cli("--insert-row", '{"id": "x"}', "--", task, cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "--insert-row" in bad.stderr and "value 1: Object missing required field `name`" in bad.stderr
+    assert "Traceback" not in bad.stderr
