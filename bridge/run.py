@@ -106,10 +106,33 @@ class CassetteNotAFile(SidecarError):
 
 
 class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool cassette for one run: the file and the tools it records or replays."""
+    """A tool cassette for one run: the file and the tools it records or replays.
+
+    The test-logic rules (docs/test-logic.md) are the ``toolCassette`` row keys of the same
+    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex": ..., "tool"?, "in"?}``),
+    ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
+    out) and ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``).
+    """
 
     file: str
     include: list[str]
+    filters: list[Any] = msgspec.field(default_factory=list)
+    allow_redacted_replay: bool = False
+    ignore: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    faults: dict[str, Any] | None = None
+
+    def section(self) -> dict[str, Any]:
+        """The optional ``toolCassette`` row keys this cassette declares."""
+        keys: dict[str, Any] = {}
+        if self.filters:
+            keys["filters"] = list(self.filters)
+        if self.allow_redacted_replay:
+            keys["allowRedactedReplay"] = True
+        if self.ignore:
+            keys["match"] = {tool: {"ignore": list(pointers)} for tool, pointers in self.ignore.items()}
+        if self.faults is not None:
+            keys["faults"] = self.faults
+        return keys
 
 
 class SubagentCassette(msgspec.Struct, frozen=True, kw_only=True):
@@ -182,6 +205,9 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     missed: int = 0
     poisoned: bool = False
     published: bool = False
+    injected: int = 0
+    """Replayed calls a fault overlay failed on purpose (``faults`` names the overlay)."""
+    faults: str | None = None
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -446,7 +472,7 @@ def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> Cas
     return CassetteSummary(
         kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
         recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
-        published=published,
+        published=published, injected=c.injected, faults=c.faults,
     )
 
 
@@ -551,6 +577,7 @@ def run(
         plans.append(plan)
         sidecar["toolCassette"] = {
             "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
+            **tool_cassette.section(),
         }
     if subagent_cassette is not None:
         plan = _plan("subagent", subagent_cassette.file, workdir, record_mode, hint)

@@ -197,6 +197,7 @@ class ToolHooks:
                if stats.mode == "record"
                else f"{stats.consumed} consumed, {stats.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
+            + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
         return list(report.errors), [note]
 

@@ -39,12 +39,16 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     NestedSelection,
     OutcomeUnrecordable,
     RecordingIncomplete,
+    RedactedReplay,
     ReplayPoisoned,
+    RulesDiffer,
     ShortCircuited,
     UnconsumedRecords,
     UnsupportedConcludesTurn,
     ValueRejected,
 )
+from dsh_sidecar.python_core.tool_cassette.faults import FaultRule
+from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
@@ -54,11 +58,13 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     HeaderFrame,
     ResultFrame,
     StartFrame,
+    ToolErrorInfo,
     ToolFailure,
     canonical_payload,
     canonical_text,
     encode,
 )
+from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -162,6 +168,10 @@ class CassetteStats(msgspec.Struct, frozen=True):
     poisoned: bool
     selected: int = 0
     """Selected calls that entered ``tools/execute``, refused ones included."""
+    injected: int = 0
+    """Replayed calls whose outcome the fault overlay replaced."""
+    faults: str | None = None
+    """The fault overlay's name, when one was declared."""
 
 
 class CloseReport(msgspec.Struct, frozen=True):
@@ -326,6 +336,42 @@ def _serve(record: RecordedCall) -> Serve:
     )
 
 
+_PLACEHOLDER_BYTES = msgspec.json.encode(PLACEHOLDER)[1:-1]
+
+
+def _redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
+    """The arguments as recorded and matched: filtered (the fingerprint is over this form)."""
+    if not filters:
+        return args
+    return canonical_payload(filters.apply(msgspec.json.decode(args), tool=tool, where="args"))
+
+
+def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFrame:
+    """The outcome as written to the file: value and content filtered, the rest verbatim."""
+    if not filters:
+        return frame
+    def redact(raw: Raw | UnsetType) -> Raw | UnsetType:
+        if raw is UNSET:
+            return UNSET
+        return canonical_payload(filters.apply(msgspec.json.decode(raw), tool=tool, where="result"))
+    return msgspec.structs.replace(frame, value=redact(frame.value), content=redact(frame.content))
+
+
+def _holds_placeholder(frame: ResultFrame) -> bool:
+    return any(raw is not UNSET and _PLACEHOLDER_BYTES in bytes(raw) for raw in (frame.value, frame.content))
+
+
+def _injected(rule: FaultRule, overlay: str, ordinal: int) -> ResultFrame:
+    """The failure a fault rule serves instead of the record, named as injected."""
+    message = f"[injected by fault overlay {overlay}] {rule.code}: {rule.message}"
+    return ResultFrame(
+        seq=0, prev="", ordinal=ordinal, isError=True,
+        error=ToolFailure(message=message, info=ToolErrorInfo(name="HarnessError", code=rule.code)),
+        content=canonical_payload([{"text": f"Error: {message}", "type": "text"}]),
+        additionalContexts=Raw(b"[]"),
+    )
+
+
 class ToolCassetteSession(abc.ABC):
     """One cassette session; ``open`` returns a ``RecordSession`` or a ``ReplaySession``."""
 
@@ -333,6 +379,7 @@ class ToolCassetteSession(abc.ABC):
 
     def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
         self.config = config
+        self._filters = Filters(config.filters)
         self._selects: dict[str, bool] = {}
         self.state = state
         self._calls: dict[str, _Call] = {}
@@ -460,6 +507,7 @@ class RecordSession(ToolCassetteSession):
         session = cls(config, recorder, None if deferred else recorder)
         session._emit(HeaderFrame(
             seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
+            filters=config.filters or UNSET, match=config.match or UNSET,
         ))
         try:
             # Nothing can be admitted before the header is durable: written now in both modes.
@@ -519,7 +567,7 @@ class RecordSession(ToolCassetteSession):
                 event.tool, event.path, outer.tool, outer.path, outer.ordinal
             ))
         try:
-            args = canonical_text(event.args_json)
+            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         ordinal = self._ordinals
@@ -566,7 +614,8 @@ class RecordSession(ToolCassetteSession):
             error = UnsupportedConcludesTurn(call.tool, call.path, call.ordinal)
         else:
             try:
-                call.frame = capture_outcome(event.result, call.ordinal)
+                call.frame = _redact_outcome(self._filters, call.tool,
+                                             capture_outcome(event.result, call.ordinal))
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
             except ValueError as exc:
@@ -674,14 +723,21 @@ class ReplaySession(ToolCassetteSession):
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
         self._consumed = 0
+        self._injected = 0
         self._name = os.path.basename(config.file)
 
     @classmethod
     def start(cls, config: ToolCassetteConfig) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
+        name = os.path.basename(config.file)
         if not same_selection(cassette.header.include, config.include):
-            raise IncludeDiffers(os.path.basename(config.file))
+            raise IncludeDiffers(name)
+        header = cassette.header
+        if (() if header.filters is UNSET else header.filters) != config.filters:
+            raise RulesDiffer(name, "filters")
+        if ({} if header.match is UNSET else header.match) != config.match:
+            raise RulesDiffer(name, "match")
         return cls(config, cassette)
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
@@ -699,7 +755,7 @@ class ReplaySession(ToolCassetteSession):
         if self.state is SessionState.POISONED:
             return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
         try:
-            args = canonical_text(event.args_json)
+            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         ordinal = self._ordinals
@@ -716,16 +772,28 @@ class ReplaySession(ToolCassetteSession):
         elif event.path != record.path:
             mismatch = ("path", event.path, record.path)
         elif args != record.args:
-            mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
-            pointers = describe(differing_pointers(
-                msgspec.json.decode(record.args), msgspec.json.decode(args)
-            ))
+            rule = self.config.match.get(event.tool)
+            recorded = reduce_args(msgspec.json.decode(record.args), rule)
+            actual = reduce_args(msgspec.json.decode(args), rule)
+            # The ignored pointers are gone from both sides; what differs now is a mismatch.
+            changes = differing_pointers(recorded, actual)
+            if rule is None or changes:
+                mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
+                pointers = describe(changes)
         if mismatch is not None:
             field, actual, recorded = mismatch
             return self._refuse(event, CassetteMismatch(
                 event.tool, event.path, ordinal, field, actual, recorded, cassette=self._name,
                 pointers=pointers,
             ))
+        overlay = self.config.faults
+        fault = None if overlay is None else overlay.fault(event.tool, event.path, ordinal)
+        if fault is not None:
+            assert overlay is not None
+            record = msgspec.structs.replace(record, result=_injected(fault, overlay.name, ordinal))
+            self._injected += 1
+        elif not self.config.allowRedactedReplay and _holds_placeholder(record.result):
+            return self._refuse(event, RedactedReplay(event.tool, event.path, ordinal))
         self._consumed += 1
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
@@ -785,7 +853,9 @@ class ReplaySession(ToolCassetteSession):
         # Hits are consumed strictly in ordinal order until the first failure, so the
         # consumed records are exactly the first ``_consumed`` ones.
         remaining = len(self._records) - self._consumed
-        if remaining:
+        # An injected failure changes the trajectory on purpose: the records it left unused
+        # are counted (and named in the close note), not a reason to re-record.
+        if remaining and not self._injected:
             first = self._records[self._consumed]
             errors.append(UnconsumedRecords(
                 remaining, first.ordinal, first.tool, first.path, cassette=self._name
@@ -800,5 +870,6 @@ class ReplaySession(ToolCassetteSession):
             consumed=self._consumed, unconsumed=len(self._records) - self._consumed,
             pending=self._pending(), refused=self._refused,
             cancelled_before_dispatch=self._cancelled_before_dispatch,
-            poisoned=bool(self._errors), selected=self._selected,
+            poisoned=bool(self._errors), selected=self._selected, injected=self._injected,
+            faults=None if self.config.faults is None else self.config.faults.name,
         )

@@ -204,7 +204,8 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
         "IllegalEvent", "IncludeDiffers", "NestedSelection", "OutcomeUnrecordable", "RecordingIncomplete",
-        "ReplayPoisoned", "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected",
+        "RedactedReplay", "ReplayPoisoned", "RulesDiffer", "ShortCircuited", "UnconsumedRecords",
+        "UnsupportedConcludesTurn", "ValueRejected",
         "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
@@ -213,8 +214,13 @@ EXPORTS: dict[str, list[str]] = {
         "encode", "probe_header", "seal",
     ],
     "python_core.tool_cassette.store": [
-        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
+        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "check_lines", "load", "verify_file",
     ],
+    "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
+    "python_core.tool_cassette.filters": ["CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters"],
+    "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
+    "python_core.tool_cassette.pointers": ["parse_pointer", "without"],
+    "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
 

@@ -1,0 +1,143 @@
+"""Test logic in Python (docs/test-logic.md) against real headless DSH rc.8.
+
+Filters keep a secret out of the recorded file while replay still matches; matching rules
+ignore chosen argument pointers; a fault overlay fails a replayed call by name; a hand-edited
+cassette resealed with ``dsh-tool-cassette reseal`` verifies and replays; a stub serves a tool
+from Python with no real body.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from dshrun import ROOT
+
+from dsh_sidecar.bridge.run import Row, ToolCassette, run
+
+CANARY = "sk-canary0123456789"
+SCRIPT_TWO_CALLS: dict[str, Any] = {"type": "dsh-mock-script", "version": 1, "steps": [
+    {"tool": "echo", "args": {"text": "one"}}, {"tool": "echo", "args": {"text": "two"}},
+    {"tool": "echo", "args": {"text": "three"}}]}
+TOOL_CASSETTE_CLI = ROOT / ".venv" / "bin" / "dsh-tool-cassette"
+
+
+def _tools() -> list[Row]:
+    # Port 9 (discard) on loopback: nothing answers, so a real body that runs fails loudly.
+    return [Row("example-tools", "dsh-example-tools", {"weatherUrl": "http://127.0.0.1:9"})]
+
+
+def _bodies(cwd: Path) -> list[str]:
+    log = cwd / "tool-bodies.log"
+    return log.read_text().split() if log.exists() else []
+
+
+def test_a_filtered_secret_never_reaches_the_file_and_the_replay_still_matches(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"],
+                            filters=["credentials", {"regex": "sk-[a-z0-9]+"}], allow_redacted_replay=True)
+    task = f'/mock run echo({{"text": "hi", "tags": ["{CANARY}"]}})'
+    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    assert record.ok, record.explain()
+    # The live agent saw the real value; only the file holds the placeholder.
+    assert record.result("echo").value == {"text": "hi", "tags": [CANARY]}
+    text = (tmp_path / "echo.ndjson").read_text()
+    assert CANARY not in text and "[redacted]" in text
+    assert '"filters":[{"preset":"credentials"},{"regex":"sk-[a-z0-9]+"}]' in text
+    replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="none")
+    assert replay.ok, replay.explain()
+    assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
+    assert replay.result("echo").value == {"text": "hi", "tags": ["[redacted]"]}
+    assert _bodies(tmp_path) == ["echo"]
+
+
+def test_a_placeholder_in_a_replayed_outcome_is_refused_unless_allowed(tmp_path: Path) -> None:
+    allowed = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"regex": "sk-[a-z0-9]+"}],
+                           allow_redacted_replay=True)
+    task = f'/mock run echo({{"text": "{CANARY}"}})'
+    assert run(task, cwd=tmp_path, rows=_tools(), tool_cassette=allowed, record_mode="once").ok
+    strict = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"regex": "sk-[a-z0-9]+"}])
+    replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=strict, record_mode="none")
+    assert not replay.ok
+    assert replay.errors[0].code == "CASSETTE_REDACTED_REPLAY"
+    assert "echo at root/0, ordinal 0: the recorded outcome holds a redacted value" in replay.errors[0].message
+    assert _bodies(tmp_path) == ["echo"]
+
+
+def test_replay_with_other_filters_is_refused_by_name(tmp_path: Path) -> None:
+    task = '/mock run echo({"text": "hi"})'
+    recorded = ToolCassette(file="echo.ndjson", include=["echo"], filters=["credentials"])
+    assert run(task, cwd=tmp_path, rows=_tools(), tool_cassette=recorded, record_mode="once").ok
+    other = ToolCassette(file="echo.ndjson", include=["echo"])
+    replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=other, record_mode="none")
+    assert replay.exit_code == 1
+    assert replay.stderr.splitlines()[:2] == [
+        "dsh-sidecar: CASSETTE_RULES_DIFFER: toolCassette.filters differs from the filters recorded in echo.ndjson",
+        "dsh-sidecar: fix: declare the rules the cassette was recorded with (dsh-tool-cassette inspect shows "
+        "them), or re-record",
+    ]
+
+
+def test_an_ignored_pointer_may_change_and_any_other_argument_is_a_named_mismatch(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"], ignore={"echo": ["/tags"]})
+    recorded = run('/mock run echo({"text": "a", "tags": ["req-1"]})', cwd=tmp_path, rows=_tools(),
+                   tool_cassette=cassette, record_mode="once")
+    assert recorded.ok, recorded.explain()
+    assert '"match":{"echo":{"ignore":["/tags"]}}' in (tmp_path / "echo.ndjson").read_text()
+    served = run('/mock run echo({"text": "a", "tags": ["req-2"]})', cwd=tmp_path, rows=_tools(),
+                 tool_cassette=cassette, record_mode="none")
+    assert served.ok, served.explain()
+    assert served.result("echo").value == {"text": "a", "tags": ["req-1"]}
+    other = run('/mock run echo({"text": "b", "tags": ["req-1"]})', cwd=tmp_path, rows=_tools(),
+                tool_cassette=cassette, record_mode="none")
+    assert not other.ok
+    assert other.errors[0].code == "CASSETTE_MISMATCH"
+    assert other.errors[0].message.endswith(": changed /text")
+    unruled = run('/mock run echo({"text": "a", "tags": ["req-2"]})', cwd=tmp_path, rows=_tools(),
+                  tool_cassette=ToolCassette(file="echo.ndjson", include=["echo"]), record_mode="none")
+    assert "CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in echo.ndjson" \
+        in unruled.stderr
+    assert _bodies(tmp_path) == ["echo"]
+
+
+def test_an_injected_timeout_on_the_second_call_stops_the_plan_and_is_named_injected(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"])
+    record = run(script=SCRIPT_TWO_CALLS, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    assert record.ok, record.explain()
+    faulty = ToolCassette(file="echo.ndjson", include=["echo"], faults={"name": "slow-echo", "rules": [
+        {"tool": "echo", "ordinal": 1, "code": "TIMEOUT", "message": "echo timed out after 30s"}]})
+    replay = run(script=SCRIPT_TWO_CALLS, cwd=tmp_path, rows=_tools(), tool_cassette=faulty, record_mode="none")
+    second = replay.results("echo")[1]
+    assert second.is_error
+    assert second.error_code == "TIMEOUT"
+    assert second.output == "Error: [injected by fault overlay slow-echo] TIMEOUT: echo timed out after 30s"
+    # The plan stops at the failed call as it would after a real timeout: the third never runs.
+    assert len(replay.tool_calls) == 2
+    assert replay.mock[-1].state == "failed"
+    assert replay.tool_cassette is not None
+    assert (replay.tool_cassette.faults, replay.tool_cassette.injected) == ("slow-echo", 1)
+    # The run fails with the injected failure alone: the record it left unused is no error.
+    assert (replay.exit_code, replay.errors) == (1, [])
+    assert "failed at step 2 with runtime code TIMEOUT" in replay.stderr
+    assert ("tool cassette replay: 2 selected calls, 2 consumed, 1 unconsumed, poisoned: no, 1 failed by fault "
+            "overlay slow-echo") in replay.stderr
+    assert _bodies(tmp_path) == ["echo", "echo", "echo"]
+
+
+def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_replays(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"])
+    assert run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette,
+               record_mode="once").ok
+    file = tmp_path / "echo.ndjson"
+    file.write_text(file.read_text().replace('"value":{"text":"hi"}', '"value":{"text":"edited"}'))
+    refused = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
+    assert "CASSETTE_INVALID: line 3 call/result ordinal 0: hash does not match the frame" in refused.stderr
+    sealed = subprocess.run([str(TOOL_CASSETTE_CLI), "reseal", str(file)], capture_output=True, text=True)
+    assert sealed.returncode == 0, sealed.stderr
+    assert sealed.stdout.startswith("resealed: 1 calls, 4 frames, 2 lines rewritten; the file is now yours")
+    verified = subprocess.run([str(TOOL_CASSETTE_CLI), "verify", str(file)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stdout
+    replay = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
+    assert replay.ok, replay.explain()
+    assert replay.result("echo").value == {"text": "edited"}
+    assert _bodies(tmp_path) == ["echo"]
