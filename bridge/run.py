@@ -22,6 +22,7 @@ that fails on purpose (a recorded tool error) is a complete recording.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -31,7 +32,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +51,7 @@ from dsh_sidecar.python_core.session_log import (
     tool_calls,
     tool_results,
 )
+from dsh_sidecar.python_core.stubs import StubFailure
 from dsh_sidecar.python_core.subagent_cassette.cli import ONE_SHOT_PATCH
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "Row",
     "RunFailed",
     "RunResult",
+    "StubFailure",
     "SubagentCassette",
     "ToolCall",
     "ToolCassette",
@@ -415,6 +418,20 @@ def _publish(plan: _Plan, complete: bool) -> bool:
         shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
 
 
+def _stub_reference(tool: str, stub: Callable[..., Any] | str) -> str:
+    """``file.py:function`` for a module-level function: the sidecar imports it from its file."""
+    if isinstance(stub, str):
+        return stub
+    qualname = getattr(stub, "__qualname__", "")
+    try:
+        file = inspect.getsourcefile(stub)
+    except TypeError:
+        file = None
+    if file is None or not qualname or "<" in qualname:
+        raise ValueError(f"stubs[{tool!r}] must be a module-level function (it runs in the sidecar process)")
+    return f"{file}:{qualname}"
+
+
 def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cwd: Path, wait_ms: int | None,
                  scratch: list[Path]) -> str:
     if isinstance(script, (str, os.PathLike)):
@@ -539,6 +556,7 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     record_hint: str = "record it with record mode `once`",
+    stubs: Mapping[str, Callable[..., Any] | str] | None = None,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -557,11 +575,15 @@ def run(
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
         record_hint: how to record a missing cassette, in the words of the caller's interface.
+        stubs: tool name to the function serving it instead of its body (docs/test-logic.md): a
+            module-level function (it runs in the sidecar process, imported from its file) or a
+            ``module:function`` / ``file.py:function`` reference resolved against ``cwd``.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
         HostNotFound: no host installed, or the plugin is not installed in ``profile``.
-        ValueError: both or neither of ``task`` and ``script``; an unknown record mode.
+        ValueError: both or neither of ``task`` and ``script``; an unknown record mode; a stub
+            that is not a module-level function.
     """
     if (task is None) == (script is None):
         raise ValueError("give exactly one of task and script")
@@ -579,6 +601,8 @@ def run(
             "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
             **tool_cassette.section(),
         }
+    if stubs:
+        sidecar["stubs"] = {tool: _stub_reference(tool, stub) for tool, stub in stubs.items()}
     if subagent_cassette is not None:
         plan = _plan("subagent", subagent_cassette.file, workdir, record_mode, hint)
         plans.append(plan)

@@ -10,6 +10,7 @@ a ``toolCassette`` section every call passes through. A recording's lines go to 
 from __future__ import annotations
 
 import anyio
+import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.bridge.later import Later
@@ -22,6 +23,7 @@ from dsh_sidecar.bridge.protocol import (
     PostExecuteParams,
     ResultParams,
 )
+from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
@@ -51,8 +53,10 @@ _NO_PATH = "(not dispatched)"
 class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
-    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None) -> None:
+    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
+                 stubs: Stubs | None = None) -> None:
         self.trace = trace
+        self.stubs = stubs
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
@@ -64,14 +68,15 @@ class ToolHooks:
         self.recording.write_failed(None, error)
 
     @classmethod
-    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
-        """Open the cassette named by ``config`` (``None``: pass-through).
+    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
+             stubs: Stubs | None = None) -> ToolHooks:
+        """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette)
+        return cls(trace, mock, cassette, stubs)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -86,6 +91,8 @@ class ToolHooks:
 
     def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
+        if self.stubs is not None and params.tool in self.stubs:
+            return self._stubbed(params, self.stubs)
         cassette = self._selected(params.tool)
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
@@ -102,6 +109,18 @@ class ToolHooks:
         if ticket is None or self.writer is None:
             return self._decided(params, outcome)
         return Later(self.writer, ticket, lambda failure: self._written(params, outcome, failure))
+
+    def _stubbed(self, params: ExecuteParams, stubs: Stubs) -> ExecuteDecision:
+        """Serve a stubbed call from its function (config keeps stubbed tools out of the cassette)."""
+        served, error = stubs.call(params.tool, params.path, params.args)
+        if served is None:
+            assert error is not None
+            decision = ExecuteDecision(action="refuse", code=error.code, message=str(error))
+        else:
+            decision = ExecuteDecision(action="serve", result=msgspec.Raw(served), deferContexts=msgspec.Raw(b"[]"))
+        self.trace.write("tools/execute", tool=params.tool, path=params.path, handle=params.handle,
+                         action=decision.action, stub=True)
+        return decision
 
     def _written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
                  failure: SidecarError | None) -> ExecuteDecision:
@@ -183,8 +202,12 @@ class ToolHooks:
 
         ``interruption`` (from the turn ledger) keeps a recording's partial unpublished.
         """
+        stub_errors: list[SidecarError] = [] if self.stubs is None else list(self.stubs.errors)
+        stub_notes = [] if self.stubs is None else [self.stubs.note()]
         if self.cassette is None:
-            return [], []
+            return stub_errors, stub_notes
+        if stub_errors and interruption is None:
+            interruption = "a stub raised"  # the recording saw a broken test double: keep it unpublished
         if self.recording is not None and self.writer is not None:
             report = await self._close_recording(self.recording, self.writer, interruption)
         else:
@@ -199,7 +222,7 @@ class ToolHooks:
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
-        return list(report.errors), [note]
+        return stub_errors + list(report.errors), [note, *stub_notes]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import stub_weather
 from dshrun import ROOT
 
 from dsh_sidecar.bridge.run import Row, ToolCassette, run
@@ -141,3 +142,43 @@ def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_repl
     assert replay.ok, replay.explain()
     assert replay.result("echo").value == {"text": "edited"}
     assert _bodies(tmp_path) == ["echo"]
+
+
+def test_a_stubbed_tool_runs_no_body_and_its_calls_are_in_the_result(tmp_path: Path) -> None:
+    result = run('/mock run weather_lookup({"city": "Oslo"})', cwd=tmp_path, rows=_tools(),
+                 stubs={"weather_lookup": stub_weather.sunny})
+    assert result.ok, result.explain()
+    assert [(c.tool, c.arguments) for c in result.calls("weather_lookup")] == [("weather_lookup", {"city": "Oslo"})]
+    assert result.result("weather_lookup").output == "Oslo: stubbed sun, 5C"
+    assert "stubs: 1 calls served (weather_lookup: 1)" in result.stderr
+    assert _bodies(tmp_path) == []
+
+
+def test_a_stub_serves_a_named_failure_and_dsh_revalidates_its_value(tmp_path: Path) -> None:
+    failed = run('/mock run weather_lookup({"city": "Oslo"})', cwd=tmp_path, rows=_tools(),
+                 stubs={"weather_lookup": stub_weather.timeout})
+    outcome = failed.result("weather_lookup")
+    assert (outcome.is_error, outcome.error_code) == (True, "TIMEOUT")
+    assert outcome.output == "Error: weather for Oslo timed out"
+    rejected = run('/mock run weather_lookup({"city": "Oslo"})', cwd=tmp_path, rows=_tools(),
+                   stubs={"weather_lookup": stub_weather.wrong_shape})
+    assert rejected.result("weather_lookup").error_code == "INVALID_TOOL_OUTPUT"
+    assert _bodies(tmp_path) == []
+
+
+def test_a_stub_that_raises_fails_the_run_by_name_and_keeps_the_recording_unpublished(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"])
+    script = {"type": "dsh-mock-script", "version": 1, "steps": [
+        {"tool": "echo", "args": {"text": "a"}}, {"tool": "weather_lookup", "args": {"city": "Oslo"}}]}
+    # A reference resolves against the run's cwd: file.py:function here.
+    (tmp_path / "doubles.py").write_text("def broken(args):\n    raise KeyError('secret-key-name')\n")
+    result = run(script=script, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once",
+                 stubs={"weather_lookup": "doubles.py:broken"})
+    assert result.exit_code == 1
+    assert result.errors[0].code == "STUB_RAISED"
+    assert result.errors[0].message == (
+        "stub of weather_lookup at root/1 raised KeyError; fix the stub, or raise StubFailure(code, message) "
+        "for a tool failure")
+    assert "secret-key-name" not in result.stderr
+    assert result.tool_cassette is not None and not result.tool_cassette.published
+    assert not (tmp_path / "echo.ndjson").exists()

@@ -21,7 +21,8 @@ import dsh_sidecar.python_core
 EXPORTS: dict[str, list[str]] = {
     "": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
-        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "__version__", "run",
+        "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult",
+        "__version__", "run",
     ],
     "bridge": [],
     "bridge.__main__": ["main"],
@@ -59,11 +60,13 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
-        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult",
+        "find_host", "run",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],
     "bridge.stdio": ["FdReceiveStream", "FdSendStream", "NowaitReceive", "claim_stdout"],
+    "bridge.stubs": ["Stubs"],
     "bridge.subagent_hooks": ["SubagentHooks"],
     "bridge.tool_hooks": ["ToolHooks"],
     "bridge.trace": ["Trace"],
@@ -150,6 +153,7 @@ EXPORTS: dict[str, list[str]] = {
         "parts_of", "parts_of_canonical",
     ],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"],
+    "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
