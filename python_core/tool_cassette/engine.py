@@ -48,7 +48,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     ValueRejected,
 )
 from dsh_sidecar.python_core.tool_cassette.faults import FaultRule
-from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters
+from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
@@ -507,7 +507,7 @@ class RecordSession(ToolCassetteSession):
         session = cls(config, recorder, None if deferred else recorder)
         session._emit(HeaderFrame(
             seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
-            filters=config.filters or UNSET, match=config.match or UNSET,
+            filters=rules_digest(config.filters) if config.filters else UNSET, match=config.match or UNSET,
         ))
         try:
             # Nothing can be admitted before the header is durable: written now in both modes.
@@ -734,7 +734,7 @@ class ReplaySession(ToolCassetteSession):
         if not same_selection(cassette.header.include, config.include):
             raise IncludeDiffers(name)
         header = cassette.header
-        if (() if header.filters is UNSET else header.filters) != config.filters:
+        if header.filters != (rules_digest(config.filters) if config.filters else UNSET):
             raise RulesDiffer(name, "filters")
         if ({} if header.match is UNSET else header.match) != config.match:
             raise RulesDiffer(name, "match")

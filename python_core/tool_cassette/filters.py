@@ -9,7 +9,8 @@ set (authorization, cookie, ``*token*``, ``*secret*``, ``*password*``, ``*api_ke
 
 The argument fingerprint is computed over the FILTERED arguments: replay filters the live
 arguments with the rules recorded in the header, then matches exactly, so a redacted
-recording matches the same call. A replayed outcome holding the placeholder is refused
+recording matches the same call. The header keeps the rules' fingerprint, not the rules (a
+regex may spell the secret itself). A replayed outcome holding the placeholder is refused
 (``CASSETTE_REDACTED_REPLAY``) unless ``allowRedactedReplay`` says the agent may see it.
 """
 
@@ -21,10 +22,11 @@ from typing import Literal
 
 import msgspec
 
+from dsh_sidecar.python_core.canonical import digest_bytes
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.tool_cassette.pointers import parse_pointer
 
-__all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterRule", "Filters", "parse_filters"]
+__all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterRule", "Filters", "parse_filters", "rules_digest"]
 
 PLACEHOLDER = "[redacted]"
 CREDENTIAL_KEYS = ("authorization", "cookie", "*token*", "*secret*", "*password*", "*api_key*",
@@ -91,6 +93,11 @@ def parse_filters(raw: object, field: str = "toolCassette.filters") -> tuple[Fil
     if not isinstance(raw, list | tuple):
         raise ConfigError(field, "must be a list")
     return tuple(_rule(index, item, field) for index, item in enumerate(raw))
+
+
+def rules_digest(rules: Sequence[FilterRule]) -> str:
+    """The fingerprint of a filter list, as the header records it (never the patterns)."""
+    return digest_bytes(msgspec.json.encode(list(rules), order="sorted"))
 
 
 class Filters:

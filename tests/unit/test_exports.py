@@ -221,7 +221,9 @@ EXPORTS: dict[str, list[str]] = {
         "Cassette", "RecordedCall", "Recorder", "VerifyReport", "check_lines", "load", "verify_file",
     ],
     "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
-    "python_core.tool_cassette.filters": ["CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters"],
+    "python_core.tool_cassette.filters": [
+        "CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
+    ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
     "python_core.tool_cassette.pointers": ["parse_pointer", "without"],
     "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
