@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+import msgspec
+
 from dsh_sidecar.python_core.errors import ConfigError, SidecarError, printable
 
 __all__ = ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"]
@@ -65,6 +67,10 @@ def parse_stubs(raw: object) -> dict[str, str]:
     """
     if not isinstance(raw, Mapping):
         raise ConfigError("stubs", "must be an object of tool name to module:function")
+    try:
+        msgspec.json.encode(raw)
+    except (UnicodeEncodeError, TypeError, OverflowError):
+        raise ConfigError("stubs", "holds a lone surrogate or a value with no JSON form") from None
     out: dict[str, str] = {}
     for tool, ref in raw.items():
         if not isinstance(tool, str) or not tool.strip():

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import msgspec
 
 from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.tool_cassette.pointers import encodable
 
 __all__ = ["FaultOverlay", "FaultRule", "parse_faults"]
 
@@ -55,6 +56,8 @@ def parse_faults(raw: object, field: str = "toolCassette.faults") -> FaultOverla
     Raises:
         ConfigError: names the entry and a value-free reason.
     """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
     if not isinstance(raw, Mapping):
         raise ConfigError(field, "must be an object with name and rules")
     try:

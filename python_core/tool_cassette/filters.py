@@ -24,7 +24,7 @@ import msgspec
 
 from dsh_sidecar.python_core.canonical import digest_bytes
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.tool_cassette.pointers import parse_pointer
+from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer
 
 __all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterRule", "Filters", "parse_filters", "rules_digest"]
 
@@ -90,6 +90,8 @@ def parse_filters(raw: object, field: str = "toolCassette.filters") -> tuple[Fil
     Raises:
         ConfigError: names the entry and a value-free reason.
     """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
     if not isinstance(raw, list | tuple):
         raise ConfigError(field, "must be a list")
     return tuple(_rule(index, item, field) for index, item in enumerate(raw))

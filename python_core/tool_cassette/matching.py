@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import msgspec
 
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.tool_cassette.pointers import parse_pointer, without
+from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer, without
 
 __all__ = ["MatchRule", "parse_match", "reduce_args"]
 
@@ -30,6 +30,8 @@ def parse_match(raw: object, field: str = "toolCassette.match") -> dict[str, Mat
     Raises:
         ConfigError: names the tool or pointer entry and a value-free reason.
     """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
     if not isinstance(raw, Mapping):
         raise ConfigError(field, "must be an object of tool name to {ignore: [pointer, ...]}")
     rules: dict[str, MatchRule] = {}

@@ -5,7 +5,18 @@ Rule: a rule pointer must name something below the root; ``~0``/``~1`` are the o
 
 from __future__ import annotations
 
-__all__ = ["parse_pointer", "without"]
+import msgspec
+
+__all__ = ["encodable", "parse_pointer", "without"]
+
+
+def encodable(value: object) -> bool:
+    """Tell whether a decoded rule spec can be written as UTF-8 JSON (no lone surrogate)."""
+    try:
+        msgspec.json.encode(value)
+    except (UnicodeEncodeError, TypeError, OverflowError):
+        return False
+    return True
 
 
 def parse_pointer(pointer: str) -> list[str]:

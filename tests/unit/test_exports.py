@@ -225,7 +225,7 @@ EXPORTS: dict[str, list[str]] = {
         "CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
     ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
-    "python_core.tool_cassette.pointers": ["parse_pointer", "without"],
+    "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
     "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
