@@ -427,8 +427,10 @@ def _stub_reference(tool: str, stub: Callable[..., Any] | str) -> str:
         file = inspect.getsourcefile(stub)
     except TypeError:
         file = None
-    if file is None or not qualname or "<" in qualname:
-        raise ValueError(f"stubs[{tool!r}] must be a module-level function (it runs in the sidecar process)")
+    if file is None or not qualname or "<" in qualname or getattr(stub, "__module__", "") == "__main__":
+        # The sidecar imports the function's file: a script's own functions would rerun the script.
+        raise ValueError(f"stubs[{tool!r}] must be a module-level function of an importable module, not of "
+                         "__main__ (it runs in the sidecar process)")
     return f"{file}:{qualname}"
 
 

@@ -56,7 +56,7 @@ EXPORTS: dict[str, list[str]] = {
         "SubagentStartParams", "ToolCallOut", "TurnParams", "UpstreamFacts", "WireResult", "WireResultError",
         "WireStartError",
     ],
-    "bridge.pytest_plugin": ["DshRunner"],
+    "bridge.pytest_plugin": ["CONFIG_KEYS", "DshRunner"],
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
