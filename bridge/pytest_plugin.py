@@ -33,6 +33,7 @@ import pytest
 from dsh_sidecar.bridge.hostenv import HostEnv, ensure_host, host_env
 from dsh_sidecar.bridge.install import PACKAGE, install_plugin
 from dsh_sidecar.bridge.run import (
+    LOGIC_KEYS,
     RECORD_MODES,
     CassetteMissing,
     HostNotFound,
@@ -46,10 +47,9 @@ from dsh_sidecar.bridge.run import (
     run,
 )
 
-__all__ = ["CONFIG_KEYS", "DshRunner"]
+__all__ = ["DshRunner"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-CONFIG_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs")
 _RUNS = pytest.StashKey[list[RunResult]]()
 
 
@@ -111,10 +111,10 @@ class DshRunner:
         marker = request.node.get_closest_marker("dsh")
         marked: Mapping[str, Any] = marker.kwargs if marker is not None else {}
         self.logic = {**(logic or {}), **(marked.get("config") or {})}
-        unknown = sorted(set(self.logic) - set(CONFIG_KEYS))
+        unknown = sorted(set(self.logic) - set(LOGIC_KEYS))
         if unknown:
             raise pytest.UsageError(f"dsh_config / @pytest.mark.dsh(config=...): unknown key {unknown[0]!r} "
-                                    f"(known: {', '.join(CONFIG_KEYS)})")
+                                    f"(known: {', '.join(LOGIC_KEYS)})")
         option = config.getoption("--dsh-record-mode")
         self.record_mode: RecordMode = option or marked.get("record_mode") or "none"
         folder = request.path.parent
@@ -159,11 +159,7 @@ class DshRunner:
         """
         logic = self.logic
         if tool_cassette is None and tools:
-            tool_cassette = ToolCassette(
-                file=str(self.cassette("tools")), include=list(tools), filters=list(logic.get("filters", [])),
-                allow_redacted_replay=bool(logic.get("allow_redacted_replay", False)),
-                ignore=dict(logic.get("ignore", {})), faults=logic.get("faults"),
-            )
+            tool_cassette = ToolCassette(file=str(self.cassette("tools")), include=list(tools)).with_logic(logic)
         if logic.get("stubs"):
             options.setdefault("stubs", logic["stubs"])
         if subagent_cassette is None and subagents:
@@ -199,7 +195,7 @@ class DshRunner:
 
 @pytest.fixture
 def dsh_config() -> dict[str, Any]:
-    """Test logic for every ``dsh`` run of a test (override it; keys: ``CONFIG_KEYS``)."""
+    """Test logic for every ``dsh`` run of a test (override it; keys: ``bridge.run.LOGIC_KEYS``)."""
     return {}
 
 

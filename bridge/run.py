@@ -55,6 +55,7 @@ from dsh_sidecar.python_core.stubs import StubFailure
 from dsh_sidecar.python_core.subagent_cassette.cli import ONE_SHOT_PATCH
 
 __all__ = [
+    "LOGIC_KEYS",
     "CassetteMissing",
     "CassetteSummary",
     "Diagnostic",
@@ -74,6 +75,8 @@ __all__ = [
 ]
 
 RecordMode = Literal["none", "once", "all"]
+LOGIC_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs")
+"""The test-logic keys of ``dsh_config``, ``dsh-sidecar run --config`` and ``with_logic``."""
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
 HOST_ENV_VAR = "DSH_SIDECAR_HOST"
 _KILL_GRACE_S = 5.0
@@ -123,6 +126,14 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     allow_redacted_replay: bool = False
     ignore: dict[str, list[str]] = msgspec.field(default_factory=dict)
     faults: dict[str, Any] | None = None
+
+    def with_logic(self, logic: Mapping[str, Any]) -> ToolCassette:
+        """This cassette with the tool cassette keys of a test-logic mapping (``LOGIC_KEYS``)."""
+        return msgspec.structs.replace(
+            self, filters=list(logic.get("filters", self.filters)),
+            allow_redacted_replay=bool(logic.get("allow_redacted_replay", self.allow_redacted_replay)),
+            ignore=dict(logic.get("ignore", self.ignore)), faults=logic.get("faults", self.faults),
+        )
 
     def section(self) -> dict[str, Any]:
         """The optional ``toolCassette`` row keys this cassette declares."""

@@ -8,14 +8,17 @@ from Python with no real body.
 
 from __future__ import annotations
 
+import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import stub_weather
-from dshrun import ROOT
+from dshrun import ROOT, Dsh
 
-from dsh_sidecar.bridge.run import Row, ToolCassette, run
+from dsh_sidecar.bridge.run import Row, RunResult, ToolCassette, run
 
 CANARY = "sk-canary0123456789"
 SCRIPT_TWO_CALLS: dict[str, Any] = {"type": "dsh-mock-script", "version": 1, "steps": [
@@ -183,3 +186,34 @@ def test_a_stub_that_raises_fails_the_run_by_name_and_keeps_the_recording_unpubl
     assert "secret-key-name" not in result.stderr
     assert result.tool_cassette is not None and not result.tool_cassette.published
     assert not (tmp_path / "echo.ndjson").exists()
+
+
+def test_plain_dsh_takes_the_rules_from_the_row_config(make_dsh: Callable[..., Dsh]) -> None:
+    row = {"mode": "record", "file": "c.ndjson", "include": ["echo"], "filters": [{"key": "text", "in": "args"}],
+           "match": {"echo": {"ignore": ["/tags"]}}}
+    recorder = make_dsh(sidecar={"toolCassette": row})
+    assert recorder.run('/mock run echo({"text": "hunter2", "tags": ["a"]})').rc == 0
+    text = (recorder.cwd / "c.ndjson").read_text()
+    assert '"args":{"tags":["a"],"text":"[redacted]"}' in text
+    replayer = Dsh(cwd=recorder.cwd, sidecar={"toolCassette": {**row, "mode": "replay"}})
+    replayed = replayer.run('/mock run echo({"text": "hunter2", "tags": ["b"]})')
+    assert replayed.rc == 0, replayed.stderr
+    assert replayed.bodies() == ["echo"]
+
+
+def test_cli_run_takes_the_rules_from_a_config_file(tmp_path: Path) -> None:
+    (tmp_path / "doubles.py").write_text("def sunny(args):\n    return {'city': args['city'], 'forecast': 'fog', "
+                                         "'temperatureC': 9}\n")
+    (tmp_path / "logic.json").write_text(json.dumps({"stubs": {"weather_lookup": "doubles.py:sunny"}}))
+    patch = tmp_path / "tools.patch.yml"
+    patch.write_text(f"- {json.dumps({'id': 'example-tools', 'name': 'dsh-example-tools', 'disabled': False})}\n")
+    ran = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--patch",
+                          str(patch), "--json", "--", '/mock run weather_lookup({"city": "Bergen"})'],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    result = msgspec.json.decode(ran.stdout, type=RunResult)
+    assert result.result("weather_lookup").output == "Bergen: fog, 9C"
+    assert _bodies(tmp_path) == []
+    bad = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--config",
+                          str(patch), "--", "x"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--config: not a readable JSON file" in bad.stderr
