@@ -212,7 +212,7 @@ class Sidecar:
             raise NotInitialized("an llm hook")
         return self.mock
 
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         return self._tool_hooks().execute(params)
 

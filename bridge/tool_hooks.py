@@ -13,7 +13,7 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.later import Later, Pending
 from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
 from dsh_sidecar.bridge.mock_driver import MockDriver
 from dsh_sidecar.bridge.protocol import (
@@ -89,7 +89,7 @@ class ToolHooks:
         lines = self.recording.take_writes()
         return self.writer.submit(lines) if lines else None
 
-    def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
+    def execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
         if self.stubs is not None and params.tool in self.stubs:
             return self._stubbed(params, self.stubs)
@@ -106,9 +106,16 @@ class ToolHooks:
         except SidecarError as error:
             outcome = Refuse(error=error)
         ticket = self._queued()
+        if isinstance(outcome, Serve) and outcome.delay_ms:
+            # A fault overlay's delay: answered later while the reader goes on (replay has no writer).
+            return Pending(lambda: self._delayed(params, outcome))
         if ticket is None or self.writer is None:
             return self._decided(params, outcome)
         return Later(self.writer, ticket, lambda failure: self._written(params, outcome, failure))
+
+    async def _delayed(self, params: ExecuteParams, outcome: Serve) -> ExecuteDecision:
+        await anyio.sleep(outcome.delay_ms / 1000)
+        return self._decided(params, outcome)
 
     def _stubbed(self, params: ExecuteParams, stubs: Stubs) -> ExecuteDecision:
         """Serve a stubbed call from its function (config keeps stubbed tools out of the cassette)."""

@@ -145,6 +145,8 @@ class Serve(msgspec.Struct, frozen=True):
     result: Raw
     additionalContexts: Raw
     cancellation: Raw | None = None
+    delay_ms: int = 0
+    """A fault overlay's delay: the bridge answers this long after the call came in."""
 
 
 class Refuse(msgspec.Struct, frozen=True):
@@ -169,7 +171,7 @@ class CassetteStats(msgspec.Struct, frozen=True):
     selected: int = 0
     """Selected calls that entered ``tools/execute``, refused ones included."""
     injected: int = 0
-    """Replayed calls whose outcome the fault overlay replaced."""
+    """Replayed calls the fault overlay failed or delayed."""
     faults: str | None = None
     """The fault overlay's name, when one was declared."""
 
@@ -363,6 +365,7 @@ def _holds_placeholder(frame: ResultFrame) -> bool:
 
 def _injected(rule: FaultRule, overlay: str, ordinal: int) -> ResultFrame:
     """The failure a fault rule serves instead of the record, named as injected."""
+    assert rule.code is not None
     message = f"[injected by fault overlay {overlay}] {rule.code}: {rule.message}"
     return ResultFrame(
         seq=0, prev="", ordinal=ordinal, isError=True,
@@ -788,17 +791,21 @@ class ReplaySession(ToolCassetteSession):
             ))
         overlay = self.config.faults
         fault = None if overlay is None else overlay.fault(event.tool, event.path, ordinal)
-        if fault is not None:
+        if fault is not None and fault.code is not None:
             assert overlay is not None
             record = msgspec.structs.replace(record, result=_injected(fault, overlay.name, ordinal))
-            self._injected += 1
         elif not self.config.allowRedactedReplay and _holds_placeholder(record.result):
             return self._refuse(event, RedactedReplay(event.tool, event.path, ordinal))
+        if fault is not None:
+            self._injected += 1
         self._consumed += 1
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
         self._calls[event.handle] = call
-        return _serve(record)
+        served = _serve(record)
+        if fault is not None and fault.delayMs:
+            served = msgspec.structs.replace(served, delay_ms=fault.delayMs)
+        return served
 
     def on_post_execute(self, event: PostEvent) -> Refuse | None:
         """Check that the served outcome reached post-execute unchanged (or was cancelled)."""

@@ -1,7 +1,8 @@
 """Fault overlay: chosen replayed calls fail with a given runtime code, without editing the cassette.
 
 Rule: an overlay has a ``name`` and rules; a rule selects calls by ``tool``, ``ordinal`` and/or
-``path`` (all given ones must hold) and makes the call fail with ``code`` and ``message``. The
+``path`` (all given ones must hold) and makes the call fail with ``code`` and ``message``, or
+(``delayMs``, with or without a failure) answers it that many milliseconds late. The
 call must still match its record (identity is checked as always, and the record is consumed);
 only the served outcome is replaced. Every injected failure's message starts with
 ``[injected by fault overlay NAME]``, so it is never mistaken for a real one; the run result
@@ -27,8 +28,9 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 class FaultRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """Which calls fail (every given selector must hold) and how."""
 
-    code: str
-    message: str
+    code: str | None = None
+    message: str | None = None
+    delayMs: int | None = None
     tool: str | None = None
     ordinal: int | None = None
     path: str | None = None
@@ -63,18 +65,24 @@ def parse_faults(raw: object, field: str = "toolCassette.faults") -> FaultOverla
     try:
         overlay = msgspec.convert(raw, FaultOverlay)
     except msgspec.ValidationError:
-        raise ConfigError(field, "takes name (string) and rules (list of {code, message, tool?, "
-                                 "ordinal?, path?})") from None
+        raise ConfigError(field, "takes name (string) and rules (list of {code?, message?, delayMs?, "
+                                 "tool?, ordinal?, path?})") from None
     if not _NAME.fullmatch(overlay.name):
         raise ConfigError(f"{field}.name", "must be 1 to 64 letters, digits, '.', '_' or '-'")
     if not overlay.rules:
         raise ConfigError(f"{field}.rules", "must not be empty")
     for index, rule in enumerate(overlay.rules):
         where = f"{field}.rules[{index}]"
-        if not _CODE.fullmatch(rule.code):
+        if (rule.code is None) != (rule.message is None):
+            raise ConfigError(where, "code and message go together")
+        if rule.code is None and rule.delayMs is None:
+            raise ConfigError(where, "must fail the call (code, message) or delay it (delayMs)")
+        if rule.code is not None and not _CODE.fullmatch(rule.code):
             raise ConfigError(f"{where}.code", "must be an upper-case code such as TIMEOUT")
-        if not rule.message.strip() or len(rule.message) > 1000:
+        if rule.message is not None and (not rule.message.strip() or len(rule.message) > 1000):
             raise ConfigError(f"{where}.message", "must be 1 to 1000 characters")
+        if rule.delayMs is not None and not 0 <= rule.delayMs <= 600_000:
+            raise ConfigError(f"{where}.delayMs", "must be 0 to 600000 (ten minutes)")
         if rule.ordinal is not None and rule.ordinal < 0:
             raise ConfigError(f"{where}.ordinal", "must be 0 or more")
         if rule.tool is None and rule.path is None and rule.ordinal is None:

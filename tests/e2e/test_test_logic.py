@@ -217,3 +217,16 @@ def test_cli_run_takes_the_rules_from_a_config_file(tmp_path: Path) -> None:
     bad = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--config",
                           str(patch), "--", "x"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--config: not a readable JSON file" in bad.stderr
+
+
+def test_a_delay_fault_serves_the_record_late_and_is_counted(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"])
+    task = '/mock run echo({"text": "hi"})'
+    assert run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once").ok
+    delayed = ToolCassette(file="echo.ndjson", include=["echo"],
+                           faults={"name": "lag", "rules": [{"ordinal": 0, "delayMs": 1500}]})
+    replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=delayed)
+    assert replay.ok, replay.explain()
+    assert replay.result("echo").output == "echo:hi"
+    assert replay.tool_cassette is not None and (replay.tool_cassette.injected, replay.tool_cassette.consumed) == (1, 1)
+    assert replay.duration_ms >= 1500  # a lower bound the delay guarantees, not a synchronization
