@@ -37,7 +37,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
 )
 from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
 
-__all__ = ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"]
+__all__ = ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"]
 
 
 class Recorder(PartialFile):
@@ -231,6 +231,18 @@ def _scan(path: str, scanner: _Scanner) -> None:
         raise ModelCassetteIOError("read", display_name(path), refused.reason) from None
     except OSError as exc:
         raise ModelCassetteIOError("read", display_name(path), reason_of(exc)) from None
+    scanner.finish()
+
+
+def check_lines(lines: list[bytes]) -> None:
+    """Check in-memory cassette lines (each with its newline) as ``verify_file`` checks a file.
+
+    Raises:
+        ModelCassetteInvalid: the first structural failure.
+    """
+    scanner = _Scanner(keep=False)
+    for number, line in enumerate(lines, start=1):
+        scanner.feed(number, line)
     scanner.finish()
 
 

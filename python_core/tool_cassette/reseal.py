@@ -3,21 +3,19 @@
 Rule: every line must still decode as a frame of this schema and be canonical JSON; the
 derived fields (``seq``, ``prev``, ``hash``, ``argsDigest`` and the ``complete`` tail) are
 recomputed, everything else is kept byte for byte. The new text must then pass the same
-verifier replay uses, or nothing is written. The file is replaced atomically (a private
-temporary file beside it, fsync, ``os.replace``). Resealing makes the file yours: its
+verifier replay uses, or nothing is written. The file is replaced atomically
+(``python_core.reseal_io``). Resealing makes the file yours: its
 integrity afterwards proves only that nothing changed since the reseal.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-
 import msgspec
 
 from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from dsh_sidecar.python_core.cassette_io import Chain, display_name, fsync_dir, reason_of, schema_location
-from dsh_sidecar.python_core.files import FileRefused, open_regular
+from dsh_sidecar.python_core.cassette_io import Chain, display_name, reason_of, schema_location
+from dsh_sidecar.python_core.files import FileRefused
+from dsh_sidecar.python_core.reseal_io import read_lines, replace_file
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, CassetteIOError
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
@@ -95,27 +93,14 @@ def reseal_file(path: str) -> ResealReport:
     """
     name = display_name(path)
     try:
-        with open_regular(path) as handle:
-            lines = handle.readlines()
+        lines = read_lines(path)
     except FileRefused as refused:
         raise CassetteIOError("read", name, refused.reason) from None
     except OSError as exc:
         raise CassetteIOError("read", name, reason_of(exc)) from None
     out, report = reseal_lines(lines)
-    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, temporary = tempfile.mkstemp(prefix=".reseal-", dir=directory)
+        replace_file(path, b"".join(out))
     except OSError as exc:
-        raise CassetteIOError("create a file beside", name, reason_of(exc)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(b"".join(out))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-        fsync_dir(path)
-    except OSError as exc:
-        if os.path.lexists(temporary):
-            os.unlink(temporary)
         raise CassetteIOError("replace", name, reason_of(exc)) from None
     return report

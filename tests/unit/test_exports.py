@@ -152,7 +152,9 @@ EXPORTS: dict[str, list[str]] = {
         "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
         "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"],
+    "python_core.model_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
+    "python_core.reseal_io": ["read_lines", "replace_file"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
