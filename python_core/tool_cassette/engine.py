@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import enum
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -339,6 +339,7 @@ def _serve(record: RecordedCall) -> Serve:
 
 
 _PLACEHOLDER_BYTES = msgspec.json.encode(PLACEHOLDER)[1:-1]
+R = TypeVar("R", Raw, Raw | UnsetType)
 
 
 def _redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
@@ -349,18 +350,30 @@ def _redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
 
 
 def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFrame:
-    """The outcome as written to the file: value and content filtered, the rest verbatim."""
+    """The outcome as written to the file: value, error message, content, meta and contexts filtered."""
     if not filters:
         return frame
-    def redact(raw: Raw | UnsetType) -> Raw | UnsetType:
-        if raw is UNSET:
-            return UNSET
-        return canonical_payload(filters.apply(msgspec.json.decode(raw), tool=tool, where="result"))
-    return msgspec.structs.replace(frame, value=redact(frame.value), content=redact(frame.content))
+    error = frame.error
+    if not isinstance(error, UnsetType):
+        message = filters.apply(error.message, tool=tool, where="result")
+        error = msgspec.structs.replace(error, message=message if isinstance(message, str) else PLACEHOLDER)
+    return msgspec.structs.replace(
+        frame, error=error,
+        value=_redact_raw(filters, tool, frame.value), content=_redact_raw(filters, tool, frame.content),
+        meta=_redact_raw(filters, tool, frame.meta),
+        additionalContexts=_redact_raw(filters, tool, frame.additionalContexts),
+    )
+
+
+def _redact_raw(filters: Filters, tool: str, raw: R) -> R:
+    if not filters or isinstance(raw, UnsetType):
+        return raw
+    return canonical_payload(filters.apply(msgspec.json.decode(raw), tool=tool, where="result"))
 
 
 def _holds_placeholder(frame: ResultFrame) -> bool:
-    return any(raw is not UNSET and _PLACEHOLDER_BYTES in bytes(raw) for raw in (frame.value, frame.content))
+    return any(not isinstance(raw, UnsetType) and _PLACEHOLDER_BYTES in bytes(raw)
+               for raw in (frame.value, frame.content, frame.meta, frame.additionalContexts))
 
 
 def _injected(rule: FaultRule, overlay: str, ordinal: int) -> ResultFrame:
@@ -649,7 +662,7 @@ class RecordSession(ToolCassetteSession):
         if not frame.isError and _is_abort(final):
             assert final.error is not UNSET
             try:
-                content = canonical_payload(final.content)
+                content = _redact_raw(self._filters, call.tool, canonical_payload(final.content))
             except CanonicalJsonError as exc:
                 self._fail(OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason))
                 return
@@ -727,6 +740,7 @@ class ReplaySession(ToolCassetteSession):
         self._records = cassette.calls
         self._consumed = 0
         self._injected = 0
+        self._injected_failures = 0
         self._name = os.path.basename(config.file)
 
     @classmethod
@@ -794,6 +808,7 @@ class ReplaySession(ToolCassetteSession):
         if fault is not None and fault.code is not None:
             assert overlay is not None
             record = msgspec.structs.replace(record, result=_injected(fault, overlay.name, ordinal))
+            self._injected_failures += 1
         elif not self.config.allowRedactedReplay and _holds_placeholder(record.result):
             return self._refuse(event, RedactedReplay(event.tool, event.path, ordinal))
         if fault is not None:
@@ -862,7 +877,7 @@ class ReplaySession(ToolCassetteSession):
         remaining = len(self._records) - self._consumed
         # An injected failure changes the trajectory on purpose: the records it left unused
         # are counted (and named in the close note), not a reason to re-record.
-        if remaining and not self._injected:
+        if remaining and not self._injected_failures:
             first = self._records[self._consumed]
             errors.append(UnconsumedRecords(
                 remaining, first.ordinal, first.tool, first.path, cassette=self._name

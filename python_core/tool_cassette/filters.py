@@ -4,8 +4,8 @@ Rule: a filter names what to hide, never how the value looks in the file: a key 
 object member at any depth whose key matches, case-insensitive), a JSON pointer, or a regular
 expression over string values (the matched text is replaced). ``"credentials"`` is the default
 set (authorization, cookie, ``*token*``, ``*secret*``, ``*password*``, ``*api_key*``, ``*apikey*``,
-``*api-key*``). Filters run over the arguments (``in: args``), the outcome's value and content
-(``in: result``) or both (default), optionally for one ``tool``.
+``*api-key*``). Filters run over the arguments (``in: args``), the outcome (``in: result``: value,
+error message, content, meta, contexts) or both (default), optionally for one ``tool``.
 
 The argument fingerprint is computed over the FILTERED arguments: replay filters the live
 arguments with the rules recorded in the header, then matches exactly, so a redacted

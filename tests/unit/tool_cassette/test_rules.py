@@ -143,3 +143,14 @@ def test_reseal_recomputes_the_args_digest_and_refuses_non_canonical_lines(tmp_p
 def test_reseal_refuses_what_verification_refuses(kit: Any) -> None:
     with pytest.raises(CassetteInvalid):
         reseal_lines([b'{"calls":0,"hash":"x","kind":"complete","prev":"x","seq":0}\n'])
+
+
+def test_result_filters_cover_contexts_and_failure_content(tmp_path: Path, kit: Any) -> None:
+    calls = [kit.Call(outcome=kit.ok(b'{"t":1}', contexts=[{"id": "m", "role": "user", "content": [kit.SECRET]}])),
+             kit.Call(path="root/1", args=b'{"city":"x"}', outcome=kit.fail(message=f"bad {kit.SECRET}"))]
+    session = ToolCassetteSession.open(_config(tmp_path, filters=[{"regex": kit.SECRET, "in": "result"}]))
+    kit.drive(session, calls)
+    assert session.close().errors == ()
+    text = (tmp_path / "c.ndjson").read_bytes()
+    # Arguments are left alone (in: result); contexts, the failure's message and content are not.
+    assert text.count(kit.SECRET.encode()) == 1  # the call/start args of the first call
