@@ -230,3 +230,14 @@ def test_a_delay_fault_serves_the_record_late_and_is_counted(tmp_path: Path) -> 
     assert replay.result("echo").output == "echo:hi"
     assert replay.tool_cassette is not None and (replay.tool_cassette.injected, replay.tool_cassette.consumed) == (1, 1)
     assert replay.duration_ms >= 1500  # a lower bound the delay guarantees, not a synchronization
+
+
+def test_a_stub_that_cannot_be_imported_stops_dsh_at_boot_by_name(tmp_path: Path) -> None:
+    (tmp_path / "doubles.py").write_text("raise RuntimeError('import-time secret')\n")
+    result = run('/mock run weather_lookup({"city": "Oslo"})', cwd=tmp_path, rows=_tools(),
+                 stubs={"weather_lookup": "doubles.py:sunny"})
+    assert result.exit_code == 1
+    assert ("STUB_UNRESOLVED: stubs.weather_lookup: importing its module raised RuntimeError; give module:function "
+            "(importable from the DSH cwd) or file.py:function (relative to the DSH cwd)") in result.stderr
+    assert "import-time secret" not in result.stderr
+    assert result.tool_calls == [] and _bodies(tmp_path) == []
