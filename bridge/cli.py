@@ -24,6 +24,7 @@ from dsh_sidecar.bridge.hostenv import HostEnv, HostError, ensure_host, find_nod
 from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin
 from dsh_sidecar.bridge.run import (
     HOST_ENV_VAR,
+    LOGIC_KEYS,
     RECORD_MODES,
     HostNotFound,
     ModelCassette,
@@ -276,10 +277,14 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--cwd", type=click.Path(file_okay=False, exists=True), default=None, help="DSH working directory.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds before the run is killed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="JSON object of test logic: filters, allow_redacted_replay, ignore, faults, stubs "
+                   "(docs/test-logic.md).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
     model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
     patches: tuple[str, ...], inserted: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
+    config_file: str | None,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -296,10 +301,13 @@ def run_command(
     tool_file, subagent_file, model_file, script = (
         None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, model_file, script)
     )
+    logic = _logic(config_file)
+    tool_cassette = None if tool_file is None else ToolCassette(file=tool_file, include=list(include))
     try:
         result = run(
             task, script=script, overwrite_wait_time_ms=wait_ms,
-            tool_cassette=None if tool_file is None else ToolCassette(file=tool_file, include=list(include)),
+            tool_cassette=None if tool_cassette is None else tool_cassette.with_logic(logic),
+            stubs=logic.get("stubs") or None,
             subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
@@ -337,6 +345,23 @@ def _inserted_row(text: str, index: int) -> Row:
             param_hint="--insert-row",
         ) from None
     return Row(row.id, row.name, row.config, insert=True)
+
+
+def _logic(config_file: str | None) -> dict[str, Any]:
+    """The test-logic object of ``--config`` (``{}`` without it)."""
+    if config_file is None:
+        return {}
+    try:
+        with open(config_file, "rb") as handle:
+            logic = json.loads(handle.read())
+    except (OSError, ValueError):
+        raise click.UsageError("--config: not a readable JSON file") from None
+    if not isinstance(logic, dict):
+        raise click.UsageError("--config: must hold one JSON object")
+    unknown = sorted(set(logic) - set(LOGIC_KEYS))
+    if unknown:
+        raise click.UsageError(f"--config: unknown key {unknown[0]!r} (known: {', '.join(LOGIC_KEYS)})")
+    return logic
 
 
 class SessionNotFound(SidecarError):

@@ -11,6 +11,12 @@ by accident; a marker's ``record_mode`` applies when the option is not given. A 
 the test with the run's named errors, cassette counts, stderr tail and the command to re-record.
 Each test runs in its own ``tmp_path`` and finds its sessions by id, so ``pytest-xdist`` workers
 share one host install without cross-talk.
+
+Test logic (docs/test-logic.md) comes from the ``dsh_config`` fixture, as pytest-recording's
+``vcr_config``: override it in a conftest or test module, and per test with
+``@pytest.mark.dsh(config={...})`` (merged over the fixture). Its keys: ``filters``,
+``allow_redacted_replay``, ``ignore`` and ``faults`` (applied to the ``tools=`` cassette) and
+``stubs`` (passed to every run).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import pytest
 from dsh_sidecar.bridge.hostenv import HostEnv, ensure_host, host_env
 from dsh_sidecar.bridge.install import PACKAGE, install_plugin
 from dsh_sidecar.bridge.run import (
+    LOGIC_KEYS,
     RECORD_MODES,
     CassetteMissing,
     HostNotFound,
@@ -63,8 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "dsh(cassette=None, record_mode=None): cassette base path (relative to the test file) "
-        "and record mode for the dsh fixture",
+        "markers", "dsh(cassette=None, record_mode=None, config=None): cassette base path (relative to the "
+        "test file), record mode and test logic (merged over the dsh_config fixture) for the dsh fixture",
     )
 
 
@@ -96,12 +103,18 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
 class DshRunner:
     """Runs headless DSH turns for one test, with per-test cassette paths."""
 
-    def __init__(self, request: pytest.FixtureRequest, host: HostEnv, cwd: Path) -> None:
+    def __init__(self, request: pytest.FixtureRequest, host: HostEnv, cwd: Path,
+                 logic: Mapping[str, Any] | None = None) -> None:
         self.host = host
         self.cwd = cwd
         config = request.config
         marker = request.node.get_closest_marker("dsh")
         marked: Mapping[str, Any] = marker.kwargs if marker is not None else {}
+        self.logic = {**(logic or {}), **(marked.get("config") or {})}
+        unknown = sorted(set(self.logic) - set(LOGIC_KEYS))
+        if unknown:
+            raise pytest.UsageError(f"dsh_config / @pytest.mark.dsh(config=...): unknown key {unknown[0]!r} "
+                                    f"(known: {', '.join(LOGIC_KEYS)})")
         option = config.getoption("--dsh-record-mode")
         self.record_mode: RecordMode = option or marked.get("record_mode") or "none"
         folder = request.path.parent
@@ -144,8 +157,11 @@ class DshRunner:
         failed run fails the test with its explanation; other keyword arguments go to
         ``bridge.run.run``.
         """
+        logic = self.logic
         if tool_cassette is None and tools:
-            tool_cassette = ToolCassette(file=str(self.cassette("tools")), include=list(tools))
+            tool_cassette = ToolCassette(file=str(self.cassette("tools")), include=list(tools)).with_logic(logic)
+        if logic.get("stubs"):
+            options.setdefault("stubs", logic["stubs"])
         if subagent_cassette is None and subagents:
             file = str(self.cassette("subagents"))
             subagent_cassette = (
@@ -178,11 +194,18 @@ class DshRunner:
 
 
 @pytest.fixture
-def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path) -> Iterator[DshRunner]:
+def dsh_config() -> dict[str, Any]:
+    """Test logic for every ``dsh`` run of a test (override it; keys: ``bridge.run.LOGIC_KEYS``)."""
+    return {}
+
+
+@pytest.fixture
+def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path,
+        dsh_config: dict[str, Any]) -> Iterator[DshRunner]:
     """A ``DshRunner`` for this test: its own working directory, per-test cassette paths."""
     work = tmp_path / "dsh-work"
     work.mkdir()
-    runner = DshRunner(request, dsh_host, work)
+    runner = DshRunner(request, dsh_host, work, dsh_config)
     request.node.stash[_RUNS] = runner.runs
     yield runner
 

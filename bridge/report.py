@@ -40,6 +40,8 @@ class CassetteCounts(msgspec.Struct, frozen=True, kw_only=True):
     poisoned: bool = False
     published: bool = False
     missed: int = 0
+    injected: int = 0
+    faults: str | None = None
 
 
 class ReportedError(msgspec.Struct, frozen=True):

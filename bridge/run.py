@@ -22,6 +22,7 @@ that fails on purpose (a recorded tool error) is a complete recording.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -31,7 +32,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,9 +51,11 @@ from dsh_sidecar.python_core.session_log import (
     tool_calls,
     tool_results,
 )
+from dsh_sidecar.python_core.stubs import StubFailure
 from dsh_sidecar.python_core.subagent_cassette.cli import ONE_SHOT_PATCH
 
 __all__ = [
+    "LOGIC_KEYS",
     "CassetteMissing",
     "CassetteSummary",
     "Diagnostic",
@@ -62,6 +65,7 @@ __all__ = [
     "Row",
     "RunFailed",
     "RunResult",
+    "StubFailure",
     "SubagentCassette",
     "ToolCall",
     "ToolCassette",
@@ -71,6 +75,8 @@ __all__ = [
 ]
 
 RecordMode = Literal["none", "once", "all"]
+LOGIC_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs")
+"""The test-logic keys of ``dsh_config``, ``dsh-sidecar run --config`` and ``with_logic``."""
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
 HOST_ENV_VAR = "DSH_SIDECAR_HOST"
 _KILL_GRACE_S = 5.0
@@ -106,10 +112,41 @@ class CassetteNotAFile(SidecarError):
 
 
 class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool cassette for one run: the file and the tools it records or replays."""
+    """A tool cassette for one run: the file and the tools it records or replays.
+
+    The test-logic rules (docs/test-logic.md) are the ``toolCassette`` row keys of the same
+    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex": ..., "tool"?, "in"?}``),
+    ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
+    out) and ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``).
+    """
 
     file: str
     include: list[str]
+    filters: list[Any] = msgspec.field(default_factory=list)
+    allow_redacted_replay: bool = False
+    ignore: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    faults: dict[str, Any] | None = None
+
+    def with_logic(self, logic: Mapping[str, Any]) -> ToolCassette:
+        """This cassette with the tool cassette keys of a test-logic mapping (``LOGIC_KEYS``)."""
+        return msgspec.structs.replace(
+            self, filters=list(logic.get("filters", self.filters)),
+            allow_redacted_replay=bool(logic.get("allow_redacted_replay", self.allow_redacted_replay)),
+            ignore=dict(logic.get("ignore", self.ignore)), faults=logic.get("faults", self.faults),
+        )
+
+    def section(self) -> dict[str, Any]:
+        """The optional ``toolCassette`` row keys this cassette declares."""
+        keys: dict[str, Any] = {}
+        if self.filters:
+            keys["filters"] = list(self.filters)
+        if self.allow_redacted_replay:
+            keys["allowRedactedReplay"] = True
+        if self.ignore:
+            keys["match"] = {tool: {"ignore": list(pointers)} for tool, pointers in self.ignore.items()}
+        if self.faults is not None:
+            keys["faults"] = self.faults
+        return keys
 
 
 class SubagentCassette(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,6 +224,9 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     missed: int = 0
     poisoned: bool = False
     published: bool = False
+    injected: int = 0
+    """Replayed calls a fault overlay failed on purpose (``faults`` names the overlay)."""
+    faults: str | None = None
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -394,6 +434,22 @@ def _publish(plan: _Plan, complete: bool) -> bool:
         shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
 
 
+def _stub_reference(tool: str, stub: Callable[..., Any] | str) -> str:
+    """``file.py:function`` for a module-level function: the sidecar imports it from its file."""
+    if isinstance(stub, str):
+        return stub
+    qualname = getattr(stub, "__qualname__", "")
+    try:
+        file = inspect.getsourcefile(stub)
+    except TypeError:
+        file = None
+    if file is None or not qualname or "<" in qualname or getattr(stub, "__module__", "") == "__main__":
+        # The sidecar imports the function's file: a script's own functions would rerun the script.
+        raise ValueError(f"stubs[{tool!r}] must be a module-level function of an importable module, not of "
+                         "__main__ (it runs in the sidecar process)")
+    return f"{file}:{qualname}"
+
+
 def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cwd: Path, wait_ms: int | None,
                  scratch: list[Path]) -> str:
     if isinstance(script, (str, os.PathLike)):
@@ -455,7 +511,7 @@ def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> Cas
     return CassetteSummary(
         kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
         recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
-        published=published,
+        published=published, injected=c.injected, faults=c.faults,
     )
 
 
@@ -522,6 +578,7 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     record_hint: str = "record it with record mode `once`",
+    stubs: Mapping[str, Callable[..., Any] | str] | None = None,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -540,11 +597,15 @@ def run(
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
         record_hint: how to record a missing cassette, in the words of the caller's interface.
+        stubs: tool name to the function serving it instead of its body (docs/test-logic.md): a
+            module-level function (it runs in the sidecar process, imported from its file) or a
+            ``module:function`` / ``file.py:function`` reference resolved against ``cwd``.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
         HostNotFound: no host installed, or the plugin is not installed in ``profile``.
-        ValueError: both or neither of ``task`` and ``script``; an unknown record mode.
+        ValueError: both or neither of ``task`` and ``script``; an unknown record mode; a stub
+            that is not a module-level function.
     """
     if (task is None) == (script is None):
         raise ValueError("give exactly one of task and script")
@@ -560,7 +621,10 @@ def run(
         plans.append(plan)
         sidecar["toolCassette"] = {
             "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
+            **tool_cassette.section(),
         }
+    if stubs:
+        sidecar["stubs"] = {tool: _stub_reference(tool, stub) for tool, stub in stubs.items()}
     if subagent_cassette is not None:
         plan = _plan("subagent", subagent_cassette.file, workdir, record_mode, hint)
         plans.append(plan)

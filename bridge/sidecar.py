@@ -48,6 +48,7 @@ from dsh_sidecar.bridge.protocol import (
     UpstreamFacts,
 )
 from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
 from dsh_sidecar.bridge.tool_hooks import ToolHooks
 from dsh_sidecar.bridge.trace import Trace
@@ -106,11 +107,12 @@ class Sidecar:
             self.mock = MockDriver(config.mock, self.trace, (sessions,))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
-        if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
+        stubs = Stubs.load(config.stubs, config.cwd) if config.stubs else None
+        if config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs:
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs)
             hooks.append("tools")
-        # Only a cassette or the trace looks at a call before its result.
-        ask_execute = config.tool_cassette is not None or config.trace is not None
+        # Only a cassette, a stub or the trace looks at a call before its result.
+        ask_execute = config.tool_cassette is not None or config.trace is not None or stubs is not None
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
                 config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
@@ -180,6 +182,7 @@ class Sidecar:
             cassettes.append(CassetteCounts(
                 kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
                 unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
+                injected=s.injected, faults=s.faults,
             ))
         subagent_report = None if self.subagents is None else self.subagents.closed
         if subagent_report is not None:
@@ -212,7 +215,7 @@ class Sidecar:
             raise NotInitialized("an llm hook")
         return self.mock
 
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
         decision = self._tool_hooks().execute(params)
         if isinstance(decision, ExecuteDecision) and decision.action == "refuse":

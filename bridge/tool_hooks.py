@@ -10,9 +10,10 @@ a ``toolCassette`` section every call passes through. A recording's lines go to 
 from __future__ import annotations
 
 import anyio
+import msgspec
 from msgspec import UNSET
 
-from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.later import Later, Pending
 from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
 from dsh_sidecar.bridge.mock_driver import MockDriver
 from dsh_sidecar.bridge.protocol import (
@@ -22,6 +23,7 @@ from dsh_sidecar.bridge.protocol import (
     PostExecuteParams,
     ResultParams,
 )
+from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
@@ -51,8 +53,10 @@ _NO_PATH = "(not dispatched)"
 class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
-    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None) -> None:
+    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
+                 stubs: Stubs | None = None) -> None:
         self.trace = trace
+        self.stubs = stubs
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
@@ -64,14 +68,15 @@ class ToolHooks:
         self.recording.write_failed(None, error)
 
     @classmethod
-    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
-        """Open the cassette named by ``config`` (``None``: pass-through).
+    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
+             stubs: Stubs | None = None) -> ToolHooks:
+        """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette)
+        return cls(trace, mock, cassette, stubs)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -84,8 +89,10 @@ class ToolHooks:
         lines = self.recording.take_writes()
         return self.writer.submit(lines) if lines else None
 
-    def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
+    def execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
+        if self.stubs is not None and params.tool in self.stubs:
+            return self._stubbed(params, self.stubs)
         cassette = self._selected(params.tool)
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
@@ -99,9 +106,28 @@ class ToolHooks:
         except SidecarError as error:
             outcome = Refuse(error=error)
         ticket = self._queued()
+        if isinstance(outcome, Serve) and outcome.delay_ms:
+            # A fault overlay's delay: answered later while the reader goes on (replay has no writer).
+            return Pending(lambda: self._delayed(params, outcome))
         if ticket is None or self.writer is None:
             return self._decided(params, outcome)
         return Later(self.writer, ticket, lambda failure: self._written(params, outcome, failure))
+
+    async def _delayed(self, params: ExecuteParams, outcome: Serve) -> ExecuteDecision:
+        await anyio.sleep(outcome.delay_ms / 1000)
+        return self._decided(params, outcome)
+
+    def _stubbed(self, params: ExecuteParams, stubs: Stubs) -> ExecuteDecision:
+        """Serve a stubbed call from its function (config keeps stubbed tools out of the cassette)."""
+        served, error = stubs.call(params.tool, params.path, params.args)
+        if served is None:
+            assert error is not None
+            decision = ExecuteDecision(action="refuse", code=error.code, message=str(error))
+        else:
+            decision = ExecuteDecision(action="serve", result=msgspec.Raw(served), deferContexts=msgspec.Raw(b"[]"))
+        self.trace.write("tools/execute", tool=params.tool, path=params.path, handle=params.handle,
+                         action=decision.action, stub=True)
+        return decision
 
     def _written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
                  failure: SidecarError | None) -> ExecuteDecision:
@@ -183,8 +209,12 @@ class ToolHooks:
 
         ``interruption`` (from the turn ledger) keeps a recording's partial unpublished.
         """
+        stub_errors: list[SidecarError] = [] if self.stubs is None else list(self.stubs.errors)
+        stub_notes = [] if self.stubs is None else [self.stubs.note()]
         if self.cassette is None:
-            return [], []
+            return stub_errors, stub_notes
+        if stub_errors and interruption is None:
+            interruption = "a stub raised"  # the recording saw a broken test double: keep it unpublished
         if self.recording is not None and self.writer is not None:
             report = await self._close_recording(self.recording, self.writer, interruption)
         else:
@@ -197,8 +227,9 @@ class ToolHooks:
                if stats.mode == "record"
                else f"{stats.consumed} consumed, {stats.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
+            + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
-        return list(report.errors), [note]
+        return stub_errors + list(report.errors), [note, *stub_notes]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

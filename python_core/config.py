@@ -1,8 +1,9 @@
 """The plugin row's config, parsed once at ``initialize`` into one closed tree of frozen Structs.
 
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
-``modelCassette``, ``trace``, ``report``. Each feature section is parsed by its own package's
-config module; paths come out resolved against the DSH cwd and checked (``config_paths``).
+``modelCassette``, ``trace``, ``report``, ``stubs`` (python_core/stubs.py). Each feature section
+is parsed by its own package's config module; paths come out resolved against the DSH cwd and
+checked (``config_paths``).
 Every refusal, at any depth, is a ``ConfigError`` naming the field, so a typo fails the DSH boot
 instead of being ignored; nothing is opened or created before the whole tree parsed.
 """
@@ -23,6 +24,7 @@ from dsh_sidecar.python_core.mock.config import MockConfig
 from dsh_sidecar.python_core.mock.config import parse_config as parse_mock
 from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_cassette
+from dsh_sidecar.python_core.stubs import parse_stubs
 from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig as SubagentCassetteConfig
 from dsh_sidecar.python_core.subagent_cassette.config import parse_section as parse_subagent_cassette
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
@@ -30,7 +32,7 @@ from dsh_sidecar.python_core.tool_cassette.config import parse_config as parse_t
 
 __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
-_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report")
+_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs")
 # A standalone tool cassette plugin takes these three keys as its whole row config; here one row
 # serves every feature, so they sit in the row's `toolCassette` section.
 _TOOL_KEYS = ("mode", "file", "include")
@@ -53,6 +55,8 @@ class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     trace: str | None = None
     report: str | None = None
     """Where the run report goes at shutdown (written by the run API's runs)."""
+    stubs: dict[str, str] = msgspec.field(default_factory=dict)
+    """Tool name to the ``module:function`` reference that serves it (python_core/stubs.py)."""
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
@@ -91,6 +95,11 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     trace_path = None if trace is None else os.path.join(cwd, trace)
     report_path = None if report is None else os.path.join(cwd, report)
     _check_files(tool, trace_path, report_path, subagent, cwd)
+    stubs = parse_stubs(raw["stubs"]) if "stubs" in raw else {}
+    for name in stubs:
+        if tool is not None and tool.selects(name):
+            raise ConfigError(f"stubs.{name}", "is also selected by toolCassette.include; a call is "
+                                               "stubbed or taped, not both: leave it out of include")
     config = SidecarConfig(
         cwd=cwd,
         python=tuple(python or ()),
@@ -100,6 +109,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         model_cassette=None if model is None else parse_model_cassette(model, cwd=cwd),
         trace=trace_path,
         report=report_path,
+        stubs=stubs,
     )
     if config.model_cassette is not None:
         check_path("modelCassette.file", config.model_cassette.file,

@@ -1,4 +1,4 @@
-"""``dsh-sidecar model-cassette``: verify, inspect and diff model cassettes.
+"""``dsh-sidecar model-cassette``: verify, inspect, diff and reseal model cassettes.
 
 Rule: parse, call the store, print. Output names structural facts only (line, frame kind, lane
 and position, provider/model route, fingerprints, counts, finish kinds, message indexes, tool
@@ -19,6 +19,7 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.diff import diff_cassettes
 from dsh_sidecar.python_core.model_cassette.errors import short
 from dsh_sidecar.python_core.model_cassette.format import PROTOCOL, CallFrame
+from dsh_sidecar.python_core.model_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["cli", "diff_cassettes"]
@@ -33,7 +34,7 @@ def _verify_or_exit(file: str) -> VerifyReport:
 
 @click.group()
 def cli() -> None:
-    """Verify, inspect and diff dsh model cassettes."""
+    """Verify, inspect, diff and reseal dsh model cassettes."""
 
 
 @cli.command()
@@ -124,3 +125,21 @@ def diff(a: str, b: str, as_json: bool, ignore_metadata: bool) -> None:
         for d in differences:
             click.echo(f"  {d.line}")
     raise SystemExit(code)
+
+
+@cli.command()
+@click.argument("file")
+def reseal(file: str) -> None:
+    """Recompute chain, fingerprints, chunk summaries and tail of a hand-edited FILE, atomically.
+
+    Anything it cannot vouch for is refused and the file left untouched. Resealing makes the
+    file yours: integrity then proves only that nothing changed since the reseal.
+    """
+    try:
+        report = reseal_file(file)
+    except SidecarError as error:
+        raise NamedFailure(error) from None
+    click.echo(
+        f"resealed: {report.calls} calls, {report.frames} frames, {report.changed} lines rewritten; "
+        "the file is now yours (integrity proves only that nothing changed since this reseal)"
+    )

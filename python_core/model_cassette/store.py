@@ -40,7 +40,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
 )
 from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
 
-__all__ = ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"]
+__all__ = ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"]
 
 
 class Recorder(PartialFile):
@@ -272,6 +272,16 @@ def _recorded_lanes(scanner: _Scanner) -> dict[str, int]:
     counts = {k: len(v) - sum(1 for n in scanner.left_out if n.rpartition("#")[0] == k)
               for k, v in sorted(scanner.positions.items())}
     return {k: n for k, n in counts.items() if n or k not in left}
+def check_lines(lines: list[bytes]) -> None:
+    """Check in-memory cassette lines (each with its newline) as ``verify_file`` checks a file.
+
+    Raises:
+        ModelCassetteInvalid: the first structural failure.
+    """
+    scanner = _Scanner(keep=False)
+    for number, line in enumerate(lines, start=1):
+        scanner.feed(number, line)
+    scanner.finish()
 
 
 def verify_file(path: str) -> VerifyReport:

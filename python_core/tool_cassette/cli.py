@@ -1,4 +1,4 @@
-"""``dsh-tool-cassette``: verify, inspect and diff cassette files.
+"""``dsh-tool-cassette``: verify, inspect, diff and reseal cassette files.
 
 Rule: parse, call the store, print. Exit codes: ``python_core.cli_errors``'s table (0 valid
 or equivalent; 1 invalid or unreadable, ``CASSETTE_INVALID``, ``CASSETTE_IO``; 2 usage, or
@@ -27,6 +27,7 @@ from dsh_sidecar.python_core.tool_cassette.diff import (
 )
 from dsh_sidecar.python_core.tool_cassette.errors import fingerprint
 from dsh_sidecar.python_core.tool_cassette.format import PROTOCOL
+from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
 
 __all__ = ["main"]
@@ -66,7 +67,7 @@ def _summary(report: VerifyReport) -> str:
 
 @click.group()
 def main() -> None:
-    """Verify, inspect and diff dsh tool cassettes."""
+    """Verify, inspect, diff and reseal dsh tool cassettes."""
 
 
 @main.command()
@@ -174,3 +175,22 @@ def diff(a: str, b: str, as_json: bool) -> None:
         _print_diff(report)
     if not report.equivalent:
         raise SystemExit(EXIT_DIFFERENT)
+
+
+@main.command()
+@click.argument("file")
+def reseal(file: str) -> None:
+    """Recompute chain, digests and tail of a hand-edited FILE, atomically.
+
+    Every line must still be a canonical frame; anything it cannot vouch for is refused and
+    the file left untouched. Resealing makes the file yours: integrity then proves only that
+    nothing changed since the reseal.
+    """
+    try:
+        report = reseal_file(file)
+    except SidecarError as error:
+        raise NamedFailure(error) from None
+    click.echo(
+        f"resealed: {report.calls} calls, {report.frames} frames, {report.changed} lines rewritten; "
+        "the file is now yours (integrity proves only that nothing changed since this reseal)"
+    )

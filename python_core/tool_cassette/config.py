@@ -1,6 +1,7 @@
 """The plugin row's ``toolCassette`` section, parsed once into a frozen Struct.
 
-Rule: exactly three keys (``mode``, ``file``, ``include``); every refusal is a ``ConfigError``
+Rule: three required keys (``mode``, ``file``, ``include``) and the optional test-logic keys
+(``filters``, ``allowRedactedReplay``, ``match``, ``faults``: docs/test-logic.md); every refusal is a ``ConfigError``
 naming the field, never echoing its value.
 """
 
@@ -9,13 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+import msgspec
+
 from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.tool_cassette.faults import FaultOverlay, parse_faults
+from dsh_sidecar.python_core.tool_cassette.filters import FilterRule, parse_filters
+from dsh_sidecar.python_core.tool_cassette.matching import MatchRule, parse_match
 
 __all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]
 
 _SECTION = "toolCassette"
 _KEYS = ("mode", "file", "include")
+_OPTIONAL = ("filters", "allowRedactedReplay", "match", "faults")
 
 
 def _matches(pattern: str, name: str) -> bool:
@@ -42,6 +49,10 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
     mode: Mode
     file: str
     include: tuple[str, ...]
+    filters: tuple[FilterRule, ...] = ()
+    allowRedactedReplay: bool = False
+    match: dict[str, MatchRule] = msgspec.field(default_factory=dict)
+    faults: FaultOverlay | None = None
 
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` is covered by an ``include`` pattern."""
@@ -67,9 +78,10 @@ def parse_config(raw: object, *, cwd: str) -> ToolCassetteConfig:
     if not isinstance(raw, Mapping):
         raise ConfigError(_SECTION, "must be an object")
     for key in raw:
-        if key not in _KEYS:
+        if key not in _KEYS and key not in _OPTIONAL:
             name = _field(key) if isinstance(key, str) else _SECTION
-            raise ConfigError(name, "is not a known key (allowed: mode, file, include)")
+            raise ConfigError(name, "is not a known key (allowed: mode, file, include, filters, "
+                                    "allowRedactedReplay, match, faults)")
     for key in _KEYS:
         if key not in raw:
             raise ConfigError(_field(key), "is required")
@@ -100,4 +112,14 @@ def parse_config(raw: object, *, cwd: str) -> ToolCassetteConfig:
             )
         seen[pattern] = index
     resolved = os.path.normpath(os.path.join(cwd, file))
-    return ToolCassetteConfig(mode=mode, file=resolved, include=tuple(include))
+    allow = raw.get("allowRedactedReplay", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(_field("allowRedactedReplay"), "must be true or false")
+    faults = None if raw.get("faults") is None else parse_faults(raw["faults"])
+    if faults is not None and mode == "record":
+        raise ConfigError(_field("faults"), "applies to replay only; a recording never fakes a failure")
+    return ToolCassetteConfig(
+        mode=mode, file=resolved, include=tuple(include),
+        filters=parse_filters(raw.get("filters", [])), allowRedactedReplay=allow,
+        match=parse_match(raw["match"]) if "match" in raw else {}, faults=faults,
+    )

@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import enum
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -40,12 +40,16 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     NothingSelected,
     OutcomeUnrecordable,
     RecordingIncomplete,
+    RedactedReplay,
     ReplayPoisoned,
+    RulesDiffer,
     ShortCircuited,
     UnconsumedRecords,
     UnsupportedConcludesTurn,
     ValueRejected,
 )
+from dsh_sidecar.python_core.tool_cassette.faults import FaultRule
+from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
@@ -55,11 +59,13 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     HeaderFrame,
     ResultFrame,
     StartFrame,
+    ToolErrorInfo,
     ToolFailure,
     canonical_payload,
     canonical_text,
     encode,
 )
+from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -140,6 +146,8 @@ class Serve(msgspec.Struct, frozen=True):
     result: Raw
     additionalContexts: Raw
     cancellation: Raw | None = None
+    delay_ms: int = 0
+    """A fault overlay's delay: the bridge answers this long after the call came in."""
 
 
 class Refuse(msgspec.Struct, frozen=True):
@@ -163,6 +171,10 @@ class CassetteStats(msgspec.Struct, frozen=True):
     poisoned: bool
     selected: int = 0
     """Selected calls that entered ``tools/execute``, refused ones included."""
+    injected: int = 0
+    """Replayed calls the fault overlay failed or delayed."""
+    faults: str | None = None
+    """The fault overlay's name, when one was declared."""
 
 
 class CloseReport(msgspec.Struct, frozen=True):
@@ -327,6 +339,56 @@ def _serve(record: RecordedCall) -> Serve:
     )
 
 
+_PLACEHOLDER_BYTES = msgspec.json.encode(PLACEHOLDER)[1:-1]
+R = TypeVar("R", Raw, Raw | UnsetType)
+
+
+def _redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
+    """The arguments as recorded and matched: filtered (the fingerprint is over this form)."""
+    if not filters:
+        return args
+    return canonical_payload(filters.apply(msgspec.json.decode(args), tool=tool, where="args"))
+
+
+def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFrame:
+    """The outcome as written to the file: value, error message, content, meta and contexts filtered."""
+    if not filters:
+        return frame
+    error = frame.error
+    if not isinstance(error, UnsetType):
+        message = filters.apply(error.message, tool=tool, where="result")
+        error = msgspec.structs.replace(error, message=message if isinstance(message, str) else PLACEHOLDER)
+    return msgspec.structs.replace(
+        frame, error=error,
+        value=_redact_raw(filters, tool, frame.value), content=_redact_raw(filters, tool, frame.content),
+        meta=_redact_raw(filters, tool, frame.meta),
+        additionalContexts=_redact_raw(filters, tool, frame.additionalContexts),
+    )
+
+
+def _redact_raw(filters: Filters, tool: str, raw: R) -> R:
+    if not filters or isinstance(raw, UnsetType):
+        return raw
+    return canonical_payload(filters.apply(msgspec.json.decode(raw), tool=tool, where="result"))
+
+
+def _holds_placeholder(frame: ResultFrame) -> bool:
+    return any(not isinstance(raw, UnsetType) and _PLACEHOLDER_BYTES in bytes(raw)
+               for raw in (frame.value, frame.content, frame.meta, frame.additionalContexts))
+
+
+def _injected(rule: FaultRule, overlay: str, ordinal: int) -> ResultFrame:
+    """The failure a fault rule serves instead of the record, named as injected."""
+    assert rule.code is not None
+    message = f"[injected by fault overlay {overlay}] {rule.code}: {rule.message}"
+    return ResultFrame(
+        seq=0, prev="", ordinal=ordinal, isError=True,
+        error=ToolFailure(message=message, info=ToolErrorInfo(name="HarnessError", code=rule.code)),
+        content=canonical_payload([{"text": f"Error: {message}", "type": "text"}]),
+        additionalContexts=Raw(b"[]"),
+    )
+
+
 class ToolCassetteSession(abc.ABC):
     """One cassette session; ``open`` returns a ``RecordSession`` or a ``ReplaySession``."""
 
@@ -334,6 +396,7 @@ class ToolCassetteSession(abc.ABC):
 
     def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
         self.config = config
+        self._filters = Filters(config.filters)
         self._selects: dict[str, bool] = {}
         self.state = state
         self._calls: dict[str, _Call] = {}
@@ -461,6 +524,7 @@ class RecordSession(ToolCassetteSession):
         session = cls(config, recorder, None if deferred else recorder)
         session._emit(HeaderFrame(
             seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
+            filters=rules_digest(config.filters) if config.filters else UNSET, match=config.match or UNSET,
         ))
         try:
             # Nothing can be admitted before the header is durable: written now in both modes.
@@ -520,7 +584,7 @@ class RecordSession(ToolCassetteSession):
                 event.tool, event.path, outer.tool, outer.path, outer.ordinal
             ))
         try:
-            args = canonical_text(event.args_json)
+            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         ordinal = self._ordinals
@@ -567,7 +631,8 @@ class RecordSession(ToolCassetteSession):
             error = UnsupportedConcludesTurn(call.tool, call.path, call.ordinal)
         else:
             try:
-                call.frame = capture_outcome(event.result, call.ordinal)
+                call.frame = _redact_outcome(self._filters, call.tool,
+                                             capture_outcome(event.result, call.ordinal))
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
             except ValueError as exc:
@@ -598,7 +663,7 @@ class RecordSession(ToolCassetteSession):
         if not frame.isError and _is_abort(final):
             assert final.error is not UNSET
             try:
-                content = canonical_payload(final.content)
+                content = _redact_raw(self._filters, call.tool, canonical_payload(final.content))
             except CanonicalJsonError as exc:
                 self._fail(OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason))
                 return
@@ -685,14 +750,22 @@ class ReplaySession(ToolCassetteSession):
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
         self._consumed = 0
+        self._injected = 0
+        self._injected_failures = 0
         self._name = os.path.basename(config.file)
 
     @classmethod
     def start(cls, config: ToolCassetteConfig) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
+        name = os.path.basename(config.file)
         if not same_selection(cassette.header.include, config.include):
-            raise IncludeDiffers(os.path.basename(config.file))
+            raise IncludeDiffers(name)
+        header = cassette.header
+        if header.filters != (rules_digest(config.filters) if config.filters else UNSET):
+            raise RulesDiffer(name, "filters")
+        if ({} if header.match is UNSET else header.match) != config.match:
+            raise RulesDiffer(name, "match")
         return cls(config, cassette)
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
@@ -710,7 +783,7 @@ class ReplaySession(ToolCassetteSession):
         if self.state is SessionState.POISONED:
             return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
         try:
-            args = canonical_text(event.args_json)
+            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         ordinal = self._ordinals
@@ -727,21 +800,38 @@ class ReplaySession(ToolCassetteSession):
         elif event.path != record.path:
             mismatch = ("path", event.path, record.path)
         elif args != record.args:
-            mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
-            pointers = describe(differing_pointers(
-                msgspec.json.decode(record.args), msgspec.json.decode(args)
-            ))
+            rule = self.config.match.get(event.tool)
+            recorded = reduce_args(msgspec.json.decode(record.args), rule)
+            actual = reduce_args(msgspec.json.decode(args), rule)
+            # The ignored pointers are gone from both sides; what differs now is a mismatch.
+            changes = differing_pointers(recorded, actual)
+            if rule is None or changes:
+                mismatch = ("args", digest_bytes(args), digest_bytes(record.args))
+                pointers = describe(changes)
         if mismatch is not None:
             field, actual, recorded = mismatch
             return self._refuse(event, CassetteMismatch(
                 event.tool, event.path, ordinal, field, actual, recorded, cassette=self._name,
                 pointers=pointers,
             ))
+        overlay = self.config.faults
+        fault = None if overlay is None else overlay.fault(event.tool, event.path, ordinal)
+        if fault is not None and fault.code is not None:
+            assert overlay is not None
+            record = msgspec.structs.replace(record, result=_injected(fault, overlay.name, ordinal))
+            self._injected_failures += 1
+        elif not self.config.allowRedactedReplay and _holds_placeholder(record.result):
+            return self._refuse(event, RedactedReplay(event.tool, event.path, ordinal))
+        if fault is not None:
+            self._injected += 1
         self._consumed += 1
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
         self._calls[event.handle] = call
-        return _serve(record)
+        served = _serve(record)
+        if fault is not None and fault.delayMs:
+            served = msgspec.structs.replace(served, delay_ms=fault.delayMs)
+        return served
 
     def on_post_execute(self, event: PostEvent) -> Refuse | None:
         """Check that the served outcome reached post-execute unchanged (or was cancelled)."""
@@ -796,7 +886,9 @@ class ReplaySession(ToolCassetteSession):
         # Hits are consumed strictly in ordinal order until the first failure, so the
         # consumed records are exactly the first ``_consumed`` ones.
         remaining = len(self._records) - self._consumed
-        if remaining:
+        # An injected failure changes the trajectory on purpose: the records it left unused
+        # are counted (and named in the close note), not a reason to re-record.
+        if remaining and not self._injected_failures:
             first = self._records[self._consumed]
             errors.append(UnconsumedRecords(
                 remaining, first.ordinal, first.tool, first.path, cassette=self._name
@@ -811,5 +903,6 @@ class ReplaySession(ToolCassetteSession):
             consumed=self._consumed, unconsumed=len(self._records) - self._consumed,
             pending=self._pending(), refused=self._refused,
             cancelled_before_dispatch=self._cancelled_before_dispatch,
-            poisoned=bool(self._errors), selected=self._selected,
+            poisoned=bool(self._errors), selected=self._selected, injected=self._injected,
+            faults=None if self.config.faults is None else self.config.faults.name,
         )

@@ -24,7 +24,9 @@ __all__ = [
     "NothingSelected",
     "OutcomeUnrecordable",
     "RecordingIncomplete",
+    "RedactedReplay",
     "ReplayPoisoned",
+    "RulesDiffer",
     "ShortCircuited",
     "UnconsumedRecords",
     "UnsupportedConcludesTurn",
@@ -380,3 +382,31 @@ class IllegalEvent(SidecarError):
         super().__init__(f"{event} is illegal in state {state}")
         self.event = event
         self.state = state
+
+
+class RulesDiffer(SidecarError):
+    """Replay declares other filters or matching rules than the recording's header holds."""
+
+    code = "CASSETTE_RULES_DIFFER"
+    hint = "declare the rules the cassette was recorded with (dsh-tool-cassette inspect shows them), or re-record"
+
+    def __init__(self, name: str, field: str) -> None:
+        super().__init__(f"toolCassette.{field} differs from the {field} recorded in {name}")
+        self.name = name
+        self.field = field
+
+
+class RedactedReplay(SidecarError):
+    """A record to serve holds the filter placeholder and redacted replay was not allowed."""
+
+    code = "CASSETTE_REDACTED_REPLAY"
+
+    def __init__(self, tool: str, path: str, ordinal: int) -> None:
+        super().__init__(
+            f"{_call(tool, path, ordinal)}: the recorded outcome holds a redacted value; set "
+            "toolCassette.allowRedactedReplay: true if the agent may see the placeholder, or "
+            "filter only arguments (in: args)"
+        )
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal

@@ -15,6 +15,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
 from dsh_sidecar.python_core.cassette_io import GENESIS, seal
+from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
     "GENESIS",
@@ -82,11 +83,18 @@ class Frame(
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
-    """First frame: protocol name, version and the include patterns of the recording."""
+    """First frame: protocol name, version and the include patterns of the recording.
+
+    ``filters`` and ``match`` (optional, absent when none were declared) are the test-logic
+    rules the recording was made with; replay refuses other rules (docs/test-logic.md).
+    ``filters`` is the fingerprint of the rules only: a regex may spell the secret itself.
+    """
 
     protocol: str
     version: int
     include: tuple[str, ...]
+    filters: str | UnsetType = UNSET
+    match: dict[str, MatchRule] | UnsetType = UNSET
 
 
 class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):

@@ -48,6 +48,7 @@ __all__ = [
     "RecordedCall",
     "Recorder",
     "VerifyReport",
+    "check_lines",
     "load",
     "verify_file",
 ]
@@ -300,6 +301,18 @@ def _scan(path: str, scanner: _Scanner) -> None:
         raise CassetteIOError("read", display_name(path), refused.reason) from None
     except OSError as exc:
         raise CassetteIOError("read", display_name(path), reason_of(exc)) from None
+    scanner.finish()
+
+
+def check_lines(lines: list[bytes]) -> None:
+    """Check in-memory cassette lines (each with its newline) as ``verify_file`` checks a file.
+
+    Raises:
+        CassetteInvalid: the first structural failure.
+    """
+    scanner = _Scanner(keep=False)
+    for number, line in enumerate(lines, start=1):
+        scanner.feed(number, line)
     scanner.finish()
 
 

@@ -129,7 +129,8 @@ def _environ(path_head: list[Path]) -> dict[str, str]:
 class Session:
     """Runs the README's blocks in order, once, carrying the shell state from block to block."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, blocks: list[Block] | None = None) -> None:
+        self.blocks = RUN if blocks is None else blocks
         self.work = work
         self.state = work.parent / "readme-state.sh"
         self.state.write_text("")
@@ -141,7 +142,7 @@ class Session:
 
     def result(self, block: Block) -> Ran:
         """The result of ``block``, running it (and every block before it) if not done yet."""
-        for b in RUN:
+        for b in self.blocks:
             if b.line not in self.results:
                 self.results[b.line] = self._run(b)
             if b.line == block.line:

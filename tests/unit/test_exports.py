@@ -21,7 +21,8 @@ import dsh_sidecar.python_core
 EXPORTS: dict[str, list[str]] = {
     "": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
-        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "__version__", "run",
+        "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult",
+        "__version__", "run",
     ],
     "bridge": [],
     "bridge.__main__": ["main"],
@@ -58,12 +59,14 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.pytest_plugin": ["DshRunner"],
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
-        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
-        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
+        "RecordMode", "Row", "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette",
+        "ToolResult", "find_host", "run",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],
     "bridge.stdio": ["FdReceiveStream", "FdSendStream", "NowaitReceive", "claim_stdout"],
+    "bridge.stubs": ["Stubs"],
     "bridge.subagent_hooks": ["SubagentHooks"],
     "bridge.tool_hooks": ["ToolHooks"],
     "bridge.trace": ["Trace"],
@@ -153,7 +156,10 @@ EXPORTS: dict[str, list[str]] = {
         "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
         "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "load", "verify_file"],
+    "python_core.model_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
+    "python_core.reseal_io": ["read_lines", "replace_file"],
+    "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
@@ -208,8 +214,8 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
         "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected", "OutcomeUnrecordable",
-        "RecordingIncomplete",
-        "ReplayPoisoned", "ShortCircuited", "UnconsumedRecords", "UnsupportedConcludesTurn", "ValueRejected",
+        "RecordingIncomplete", "RedactedReplay", "ReplayPoisoned", "RulesDiffer", "ShortCircuited", "UnconsumedRecords",
+        "UnsupportedConcludesTurn", "ValueRejected",
         "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
@@ -218,8 +224,15 @@ EXPORTS: dict[str, list[str]] = {
         "encode", "probe_header", "seal",
     ],
     "python_core.tool_cassette.store": [
-        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
+        "Cassette", "RecordedCall", "Recorder", "VerifyReport", "check_lines", "load", "verify_file",
     ],
+    "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
+    "python_core.tool_cassette.filters": [
+        "CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
+    ],
+    "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
+    "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
+    "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
 

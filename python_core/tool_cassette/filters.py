@@ -1,0 +1,170 @@
+"""Filters: values replaced by a stable placeholder before a recording reaches its file.
+
+Rule: a filter names what to hide, never how the value looks in the file: a key glob (any
+object member at any depth whose key matches, case-insensitive), a JSON pointer, or a regular
+expression over string values (the matched text is replaced). ``"credentials"`` is the default
+set (authorization, cookie, ``*token*``, ``*secret*``, ``*password*``, ``*api_key*``, ``*apikey*``,
+``*api-key*``). Filters run over the arguments (``in: args``), the outcome (``in: result``: value,
+error message, content, meta, contexts) or both (default), optionally for one ``tool``.
+
+The argument fingerprint is computed over the FILTERED arguments: replay filters the live
+arguments with the rules recorded in the header, then matches exactly, so a redacted
+recording matches the same call. The header keeps the rules' fingerprint, not the rules (a
+regex may spell the secret itself). A replayed outcome holding the placeholder is refused
+(``CASSETTE_REDACTED_REPLAY``) unless ``allowRedactedReplay`` says the agent may see it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer
+
+__all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterRule", "Filters", "parse_filters", "rules_digest"]
+
+PLACEHOLDER = "[redacted]"
+CREDENTIAL_KEYS = ("authorization", "cookie", "*token*", "*secret*", "*password*", "*api_key*",
+                   "*apikey*", "*api-key*")
+_MAX_PATTERN = 512
+
+Where = Literal["args", "result", "both"]
+
+
+class FilterRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One filter as declared and recorded in the header: exactly one of preset/key/pointer/regex."""
+
+    preset: str | None = None
+    key: str | None = None
+    pointer: str | None = None
+    regex: str | None = None
+    tool: str | None = None
+    where: Where = msgspec.field(default="both", name="in")
+
+
+def _glob(pattern: str) -> re.Pattern[str]:
+    return re.compile("".join(".*" if c == "*" else re.escape(c) for c in pattern.lower()), re.DOTALL)
+
+
+def _rule(index: int, raw: object, field: str) -> FilterRule:
+    if raw == "credentials":
+        return FilterRule(preset="credentials")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{field}[{index}]", "must be \"credentials\" or an object")
+    try:
+        rule = msgspec.convert(raw, FilterRule)
+    except msgspec.ValidationError:
+        raise ConfigError(f"{field}[{index}]",
+                          "takes key, pointer, regex or preset, with optional tool and in") from None
+    kinds = [k for k in (rule.preset, rule.key, rule.pointer, rule.regex) if k is not None]
+    if len(kinds) != 1:
+        raise ConfigError(f"{field}[{index}]", "must name exactly one of key, pointer, regex, preset")
+    if rule.preset is not None and rule.preset != "credentials":
+        raise ConfigError(f"{field}[{index}].preset", "must be \"credentials\"")
+    if rule.key is not None and not rule.key.strip("*"):
+        raise ConfigError(f"{field}[{index}].key", "must hold more than '*'")
+    if rule.pointer is not None and not parse_pointer(rule.pointer):
+        raise ConfigError(f"{field}[{index}].pointer", "must be a JSON pointer below the root, as /a/0")
+    if rule.regex is not None:
+        if not rule.regex or len(rule.regex) > _MAX_PATTERN:
+            raise ConfigError(f"{field}[{index}].regex", f"must be 1 to {_MAX_PATTERN} characters")
+        try:
+            compiled = re.compile(rule.regex)
+        except (re.error, RecursionError, OverflowError):
+            raise ConfigError(f"{field}[{index}].regex", "is not a valid regular expression") from None
+        if compiled.fullmatch(""):
+            raise ConfigError(f"{field}[{index}].regex", "must not match the empty string")
+    if rule.tool is not None and not rule.tool.strip():
+        raise ConfigError(f"{field}[{index}].tool", "must not be empty")
+    return rule
+
+
+def parse_filters(raw: object, field: str = "toolCassette.filters") -> tuple[FilterRule, ...]:
+    """Validate a filter list.
+
+    Raises:
+        ConfigError: names the entry and a value-free reason.
+    """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
+    if not isinstance(raw, list | tuple):
+        raise ConfigError(field, "must be a list")
+    return tuple(_rule(index, item, field) for index, item in enumerate(raw))
+
+
+def rules_digest(rules: Sequence[FilterRule]) -> str:
+    """The fingerprint of a filter list, as the header records it (never the patterns)."""
+    return digest_bytes(msgspec.json.encode(list(rules), order="sorted"))
+
+
+class Filters:
+    """Compiled filters of one cassette; ``apply`` returns a redacted copy of a decoded value."""
+
+    def __init__(self, rules: Sequence[FilterRule]) -> None:
+        self.rules = tuple(rules)
+        self._compiled = [(rule, self._compile(rule)) for rule in self.rules]
+
+    @staticmethod
+    def _compile(rule: FilterRule) -> list[re.Pattern[str]] | tuple[str, ...] | re.Pattern[str]:
+        if rule.preset is not None:
+            return [_glob(key) for key in CREDENTIAL_KEYS]
+        if rule.key is not None:
+            return [_glob(rule.key)]
+        if rule.pointer is not None:
+            return tuple(parse_pointer(rule.pointer))
+        assert rule.regex is not None
+        return re.compile(rule.regex)
+
+    def __bool__(self) -> bool:
+        return bool(self.rules)
+
+    def apply(self, value: object, *, tool: str, where: Literal["args", "result"]) -> object:
+        """Return ``value`` with every filtered part replaced by ``PLACEHOLDER``."""
+        for rule, compiled in self._compiled:
+            if rule.tool is not None and rule.tool != tool:
+                continue
+            if rule.where not in (where, "both"):
+                continue
+            if isinstance(compiled, list):
+                value = _by_key(value, compiled)
+            elif isinstance(compiled, tuple):
+                value = _by_pointer(value, compiled)
+            else:
+                value = _by_regex(value, compiled)
+        return value
+
+
+def _by_key(value: object, globs: list[re.Pattern[str]]) -> object:
+    if isinstance(value, dict):
+        return {key: PLACEHOLDER if any(g.fullmatch(key.lower()) for g in globs) else _by_key(item, globs)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_by_key(item, globs) for item in value]
+    return value
+
+
+def _by_pointer(value: object, tokens: tuple[str, ...]) -> object:
+    if not tokens:
+        return PLACEHOLDER
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(value, dict) and head in value:
+        return {**value, head: _by_pointer(value[head], rest)}
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        index = int(head)
+        return [*value[:index], _by_pointer(value[index], rest), *value[index + 1:]]
+    return value
+
+
+def _by_regex(value: object, pattern: re.Pattern[str]) -> object:
+    if isinstance(value, str):
+        return pattern.sub(PLACEHOLDER, value)
+    if isinstance(value, dict):
+        return {key: _by_regex(item, pattern) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_by_regex(item, pattern) for item in value]
+    return value

@@ -1,0 +1,62 @@
+"""Matching rules: per tool, argument pointers that replay ignores when it compares a call.
+
+Rule: a rule only removes the named members (JSON pointers) from both the live and the
+recorded arguments before the exact comparison; everything else still matches exactly and a
+mismatch names the pointers that differ. Rules are recorded in the cassette header: a replay
+declaring other rules is refused (``CASSETTE_RULES_DIFFER``) instead of matching differently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import msgspec
+
+from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer, without
+
+__all__ = ["MatchRule", "parse_match", "reduce_args"]
+
+
+class MatchRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One tool's rule: ``ignore`` lists argument pointers left out of the comparison."""
+
+    ignore: tuple[str, ...]
+
+
+def parse_match(raw: object, field: str = "toolCassette.match") -> dict[str, MatchRule]:
+    """Validate ``{tool: {"ignore": [pointer, ...]}}``.
+
+    Raises:
+        ConfigError: names the tool or pointer entry and a value-free reason.
+    """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(field, "must be an object of tool name to {ignore: [pointer, ...]}")
+    rules: dict[str, MatchRule] = {}
+    for tool, body in raw.items():
+        if not isinstance(tool, str) or not tool.strip():
+            raise ConfigError(field, "tool names must be non-empty strings")
+        where = f"{field}.{tool}"
+        if not isinstance(body, Mapping) or set(body) != {"ignore"}:
+            raise ConfigError(where, "must be an object with exactly the key ignore")
+        ignore = body["ignore"]
+        if not isinstance(ignore, list | tuple) or not ignore:
+            raise ConfigError(f"{where}.ignore", "must be a non-empty list of JSON pointers")
+        for index, pointer in enumerate(ignore):
+            if not isinstance(pointer, str) or not parse_pointer(pointer):
+                raise ConfigError(f"{where}.ignore[{index}]", "must be a JSON pointer below the root, as /a/0")
+        if len(set(ignore)) != len(ignore):
+            raise ConfigError(f"{where}.ignore", "repeats a pointer")
+        rules[tool] = MatchRule(ignore=tuple(sorted(ignore)))
+    return rules
+
+
+def reduce_args(args: object, rule: MatchRule | None) -> object:
+    """Return decoded ``args`` without the members ``rule`` ignores."""
+    if rule is None:
+        return args
+    for pointer in rule.ignore:
+        args = without(args, parse_pointer(pointer))
+    return args

@@ -1,0 +1,106 @@
+"""Reseal a hand-edited tool cassette: recompute what the format derives, vouch for the rest.
+
+Rule: every line must still decode as a frame of this schema and be canonical JSON; the
+derived fields (``seq``, ``prev``, ``hash``, ``argsDigest`` and the ``complete`` tail) are
+recomputed, everything else is kept byte for byte. The new text must then pass the same
+verifier replay uses, or nothing is written. The file is replaced atomically
+(``python_core.reseal_io``). Resealing makes the file yours: its
+integrity afterwards proves only that nothing changed since the reseal.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
+from dsh_sidecar.python_core.cassette_io import Chain, display_name, reason_of, schema_location
+from dsh_sidecar.python_core.files import FileRefused
+from dsh_sidecar.python_core.reseal_io import read_lines, replace_file
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, CassetteIOError
+from dsh_sidecar.python_core.tool_cassette.format import (
+    GENESIS,
+    AnyFrame,
+    CompleteFrame,
+    HeaderFrame,
+    StartFrame,
+    decode_frame,
+)
+from dsh_sidecar.python_core.tool_cassette.store import check_lines
+
+__all__ = ["ResealReport", "reseal_file", "reseal_lines"]
+
+
+class ResealReport(msgspec.Struct, frozen=True):
+    """What a reseal did: frames written, calls, and how many lines changed."""
+
+    frames: int
+    calls: int
+    changed: int
+
+
+def _frame(number: int, body: bytes) -> AnyFrame:
+    if too_deep(body):
+        raise CassetteInvalid(DEPTH_REASON, line=number)
+    try:
+        frame = decode_frame(body)
+    except msgspec.DecodeError as exc:
+        raise CassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})", line=number) from None
+    if not is_canonical(body):
+        raise CassetteInvalid("not canonical JSON; reseal keeps content as written, so write it "
+                              "canonical (sorted keys, no spaces)", line=number)
+    return frame
+
+
+def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
+    """Return the resealed lines of a cassette (each with its newline) and a report.
+
+    Raises:
+        CassetteInvalid: a line is not a canonical frame, or the resealed text fails
+            verification (names the line and the reason; nothing is written).
+    """
+    frames: list[AnyFrame] = []
+    for number, line in enumerate(lines, start=1):
+        body = line[:-1] if line.endswith(b"\n") else line
+        frame = _frame(number, body)
+        if isinstance(frame, CompleteFrame):
+            if number != len(lines):
+                raise CassetteInvalid("complete tail before the last line", line=number)
+            continue  # recomputed below
+        frames.append(frame)
+    if not frames or not isinstance(frames[0], HeaderFrame):
+        raise CassetteInvalid("first frame is not a header", line=1)
+    chain = Chain()
+    out: list[bytes] = []
+    calls = 0
+    for frame in frames:
+        if isinstance(frame, StartFrame):
+            calls += 1
+            frame = msgspec.structs.replace(frame, argsDigest=digest_bytes(frame.args))
+        out.append(chain.link(frame)[1])
+    out.append(chain.link(CompleteFrame(seq=0, prev=GENESIS, calls=calls))[1])
+    check_lines(out)
+    changed = sum(1 for index, line in enumerate(out) if index >= len(lines) or lines[index] != line)
+    changed += max(0, len(lines) - len(out))
+    return out, ResealReport(frames=len(out), calls=calls, changed=changed)
+
+
+def reseal_file(path: str) -> ResealReport:
+    """Reseal the cassette at ``path`` in place, atomically.
+
+    Raises:
+        CassetteInvalid: see ``reseal_lines``; the file is left untouched.
+        CassetteIOError: the file cannot be read or the new one cannot be written.
+    """
+    name = display_name(path)
+    try:
+        lines = read_lines(path)
+    except FileRefused as refused:
+        raise CassetteIOError("read", name, refused.reason) from None
+    except OSError as exc:
+        raise CassetteIOError("read", name, reason_of(exc)) from None
+    out, report = reseal_lines(lines)
+    try:
+        replace_file(path, b"".join(out))
+    except OSError as exc:
+        raise CassetteIOError("replace", name, reason_of(exc)) from None
+    return report
