@@ -30,6 +30,7 @@ __all__ = [
     "HMR_FIX_PROFILES",
     "PACKAGE",
     "compile_sidecar",
+    "heal_module_fallback",
     "install_package",
     "install_plugin",
     "pack_package",
@@ -125,10 +126,22 @@ def install_package(
     if _installed(profile_dir, package):
         _dsh(env, ["plugin", "--profile", profile, "remove", package], env.dsh_home)
     _dsh(env, ["plugin", "--profile", profile, "add", str(tgz)], env.dsh_home)
+    heal_module_fallback(env, profile)
     for stale in old:
         if stale != tgz:
             stale.unlink(missing_ok=True)
     return profile_dir
+
+
+def heal_module_fallback(env: HostEnv, profile: str) -> None:
+    """Have rc.8 create ``$DSH_HOME/profiles/node_modules``, its flat fallback for the in-box packages.
+
+    rc.8 makes these links only when it boots a profile (``healProfilesModuleFallback``), never at
+    ``dsh plugin add``. An out-of-tree plugin resolves its peers (``@deepseek-ai/schemastery``, ...)
+    from its real folder through them, so a profile that never booted fails to load. A config
+    dump runs the same heal without starting anything.
+    """
+    _dsh(env, ["--profile", profile, "--dump-default-config"], env.dsh_home)
 
 
 def compile_sidecar() -> None:

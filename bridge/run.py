@@ -38,7 +38,7 @@ from typing import Any, Literal
 import msgspec
 
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
-from dsh_sidecar.bridge.install import PACKAGE
+from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
@@ -583,6 +583,10 @@ def run(
             argv += ["--patch", os.fspath(Path(extra).resolve())]
         argv += ["--patch", str(patch)]
         environ = host.environ({**os.environ, **(env or {})})
+        if not (host.dsh_home / "profiles" / "node_modules").is_dir():
+            # Made by rc.8 at a boot; a run's private home would make it where the plugins'
+            # real folders cannot see it (a profile installed before install healed it).
+            heal_module_fallback(host, profile)
         environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
