@@ -33,6 +33,7 @@ from dsh_sidecar.bridge.run import (
     find_host,
     run,
 )
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
@@ -112,6 +113,7 @@ def _fail(error: SidecarError) -> NoReturn:
 
 
 @click.group()
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def main() -> None:
     """Record/replay and deterministic testing for DSH rc.8 agents."""
 
