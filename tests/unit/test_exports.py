@@ -36,8 +36,8 @@ EXPORTS: dict[str, list[str]] = {
         "host_env",
     ],
     "bridge.install": [
-        "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "install_package", "install_plugin",
-        "pack_package",
+        "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "heal_module_fallback", "install_package",
+        "install_plugin", "pack_package",
     ],
     "bridge.framing": ["LineFramer"],
     "bridge.later": ["Later", "Pending", "durable"],
