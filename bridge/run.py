@@ -513,6 +513,7 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     record_hint: str = "record it with record mode `once`",
+    allow_live_tools: bool | Sequence[str] = True,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -531,6 +532,9 @@ def run(
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
         record_hint: how to record a missing cassette, in the words of the caller's interface.
+        allow_live_tools: in record mode ``none``, the tools that may run live with no cassette
+            serving them: ``True`` all (the API's default), ``False`` none, or their names; a
+            blocked call fails the run with ``LIVE_TOOL_BLOCKED``. Recording modes run tools live.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -540,7 +544,11 @@ def run(
     if (task is None) == (script is None):
         raise ValueError("give exactly one of task and script")
     if record_mode not in RECORD_MODES:
-        raise ValueError(f"record_mode must be one of {', '.join(RECORD_MODES)}")
+        raise ValueError(f"record_mode {str(record_mode)[:40]!r} is not one of {', '.join(RECORD_MODES)}")
+    if not isinstance(allow_live_tools, bool) and (
+        isinstance(allow_live_tools, str) or not all(isinstance(t, str) and t for t in allow_live_tools)
+    ):
+        raise ValueError("allow_live_tools must be True, False or a list of tool names")
     workdir = Path(cwd or os.getcwd()).resolve()
     host = host or find_host(workdir)
     plans: list[_Plan] = []
@@ -563,6 +571,8 @@ def run(
         plan = _plan("model", model_cassette.file, workdir, record_mode, hint)
         plans.append(plan)
         sidecar["modelCassette"] = {**model_cassette.options, "mode": plan.mode, "file": str(plan.write_to)}
+    if record_mode == "none" and allow_live_tools is not True:
+        sidecar["liveTools"] = [] if allow_live_tools is False else list(allow_live_tools)
     if mock is not None:
         sidecar["mock"] = dict(mock)
     if trace is not None:

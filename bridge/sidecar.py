@@ -103,11 +103,12 @@ class Sidecar:
             self.mock = MockDriver(config.mock, self.trace, (sessions,))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
-        if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
+        guarded = config.live_tools is not None
+        if config.tool_cassette is not None or config.trace is not None or self.mock is not None or guarded:
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, config.live_tools)
             hooks.append("tools")
         # Only a cassette or the trace looks at a call before its result.
-        ask_execute = config.tool_cassette is not None or config.trace is not None
+        ask_execute = config.tool_cassette is not None or config.trace is not None or guarded
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
                 config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,

@@ -23,7 +23,7 @@ from dsh_sidecar.bridge.protocol import (
     ResultParams,
 )
 from dsh_sidecar.bridge.trace import Trace
-from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
@@ -51,8 +51,11 @@ _NO_PATH = "(not dispatched)"
 class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
-    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None) -> None:
+    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
+                 live_tools: tuple[str, ...] | None = None) -> None:
         self.trace = trace
+        self.live_tools = live_tools
+        self.blocked: list[SidecarError] = []
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
@@ -64,18 +67,23 @@ class ToolHooks:
         self.recording.write_failed(None, error)
 
     @classmethod
-    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
-        """Open the cassette named by ``config`` (``None``: pass-through).
+    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
+             live_tools: tuple[str, ...] | None = None) -> ToolHooks:
+        """Open the cassette named by ``config`` (``None``: pass-through); ``live_tools``: the offline guard.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette)
+        return cls(trace, mock, cassette, live_tools)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
         return cassette if cassette is not None and cassette.selects(tool) else None
+
+    def _blocks(self, tool: str) -> bool:
+        """Whether the offline guard refuses ``tool`` running live."""
+        return self.live_tools is not None and "*" not in self.live_tools and tool not in self.live_tools
 
     def _queued(self) -> Ticket | None:
         """Submit the lines the recording just sealed, if any."""
@@ -87,6 +95,12 @@ class ToolHooks:
     def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
         cassette = self._selected(params.tool)
+        if cassette is None and self._blocks(params.tool):
+            blocked = LiveToolBlocked(params.tool, params.path)
+            # Once per tool at shutdown (the run fails with it); every blocked call is refused.
+            if all(getattr(e, "tool", None) != params.tool for e in self.blocked):
+                self.blocked.append(blocked)
+            return self._decided(params, Refuse(error=blocked))
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
         if cassette is None:
@@ -184,7 +198,7 @@ class ToolHooks:
         ``interruption`` (from the turn ledger) keeps a recording's partial unpublished.
         """
         if self.cassette is None:
-            return [], []
+            return list(self.blocked), []
         if self.recording is not None and self.writer is not None:
             report = await self._close_recording(self.recording, self.writer, interruption)
         else:
@@ -198,7 +212,7 @@ class ToolHooks:
                else f"{stats.consumed} consumed, {stats.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
         )
-        return list(report.errors), [note]
+        return [*self.blocked, *report.errors], [note]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

@@ -154,10 +154,13 @@ def test_a_new_user_records_and_replays_from_the_wheel_in_a_project_of_their_own
     (project / "tests" / "test_quotes.py").write_text(TESTS)
 
     home = tmp_path / "dsh-home"
+    host_state = (HOST / "host.json").read_text()
     env.update(DSH_SIDECAR_HOST=str(HOST), DSH_HOME=str(home))
     cli = str(venv / "bin" / "dsh-sidecar")
     _sh([cli, "install", "--profile", "headless"], project, env)
     _sh([cli, "add-local-plugin", str(plugin)], project, env)
+    # The shared host keeps its Node: another venv's install must not re-link it to its own.
+    assert (HOST / "host.json").read_text() == host_state
 
     pytest_argv = [py, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
     with weather_service(tmp_path) as service:

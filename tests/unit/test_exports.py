@@ -84,7 +84,9 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.config": ["SidecarConfig", "parse_sidecar_config"],
     "python_core.config_fields": ["ConfigSection", "Mode", "convert_section", "field_of"],
     "python_core.config_paths": ["check_nul", "check_path"],
-    "python_core.errors": ["CanonicalJsonError", "ConfigError", "ProtocolError", "SidecarError", "printable"],
+    "python_core.errors": [
+        "CanonicalJsonError", "ConfigError", "LiveToolBlocked", "ProtocolError", "SidecarError", "printable",
+    ],
     "python_core.files": ["FileRefused", "display_name", "open_regular", "reason_of"],
     "python_core.json_pointers": ["PointerChange", "describe", "differing_pointers", "escape_token"],
     "python_core.mock": [
