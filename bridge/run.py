@@ -598,6 +598,10 @@ def run(
             # real folders cannot see it (a profile installed before install healed it).
             heal_module_fallback(host, profile)
         environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
+        # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
+        # run's own goes away with `private`.
+        (private / "tmp").mkdir()
+        environ["TMPDIR"] = str(private / "tmp")
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
         duration_ms = int((time.monotonic() - started) * 1000)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from dshrun import HOST, ROOT
 
 from dsh_sidecar.bridge.hostenv import host_env
@@ -57,3 +58,15 @@ def test_the_run_api_heals_a_profile_whose_module_fallback_is_missing(tmp_path: 
     assert result.ok, result.explain()
     assert (home / "profiles" / "node_modules" / "@deepseek-ai" / "schemastery").exists()
 
+
+
+def test_a_run_leaves_nothing_in_the_temporary_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run(ECHO, cwd=work, rows=[Row("example-tools", "dsh-example-tools", {})])
+    assert result.ok, result.explain()
+    # rc.8 makes a `dsh-spill-*` folder per run; the run API's private folder held it.
+    assert sorted(p.name for p in temp.iterdir()) == []
