@@ -97,7 +97,9 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
     try:
         return find_host(pytestconfig.rootpath)
     except HostNotFound as exc:
-        pytest.fail(f"{exc} (or run pytest with --dsh-setup)", pytrace=False)
+        missing = str(exc)
+    # Outside the handler: pytest would print the error twice ("During handling of ...").
+    pytest.fail(f"{missing} (or run pytest with --dsh-setup)", pytrace=False)
 
 
 class DshRunner:

@@ -9,6 +9,7 @@ allows live tools (marker key, ini option, command-line flag).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -73,3 +74,17 @@ def test_marker_typos_and_bad_values_fail_with_one_line_naming_them(tmp_path: Pa
     assert "record_mode 'onse' is not one of none, once, all" in out
     assert out.count("record_mode 'onse' is not one of") == 1, out
     assert "Traceback" not in out and "ValueError" not in out.replace("E   ValueError", ""), out[-3000:]
+
+
+def test_a_missing_host_is_named_once(tmp_path: Path) -> None:
+    project = _project(tmp_path, "def test_it(dsh):\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DSH_HOME",)}
+    env["DSH_SIDECAR_HOST"] = str(tmp_path / "nowhere")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 1
+    account = proc.stdout.split("short test summary info")[0]  # the summary line repeats every failure
+    assert account.count("HOST_NOT_FOUND") == 1, proc.stdout
+    assert "During handling" not in proc.stdout
