@@ -21,7 +21,7 @@ import msgspec
 
 from dsh_sidecar.bridge import doctor
 from dsh_sidecar.bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
-from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin
+from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin, record_local_plugin
 from dsh_sidecar.bridge.run import (
     HOST_ENV_VAR,
     RECORD_MODES,
@@ -253,6 +253,7 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
     try:
         env = ensure_host(_prefix(prefix, creating=True), _home(dsh_home))
         profile_dir = install_package(env, profile, directory.resolve())
+        record_local_plugin(env.dsh_home, directory.resolve())
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")

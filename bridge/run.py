@@ -31,6 +31,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +39,7 @@ from typing import Any, Literal
 import msgspec
 
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
-from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback
+from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback, stale_local_plugins
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
@@ -62,6 +63,7 @@ __all__ = [
     "Row",
     "RunFailed",
     "RunResult",
+    "StalePlugin",
     "SubagentCassette",
     "ToolCall",
     "ToolCassette",
@@ -78,6 +80,10 @@ _KILL_GRACE_S = 5.0
 _STDERR_TAIL = 6
 # What Node prints around an uncaught error besides its message: frames, source excerpts, carets.
 _NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[cause\]: )")
+
+
+class StalePlugin(UserWarning):
+    """A plugin installed with ``add-local-plugin`` whose source changed since."""
 
 
 class HostNotFound(SidecarError):
@@ -597,6 +603,11 @@ def run(
             # Made by rc.8 at a boot; a run's private home would make it where the plugins'
             # real folders cannot see it (a profile installed before install healed it).
             heal_module_fallback(host, profile)
+        for package in stale_local_plugins(host.dsh_home):
+            warnings.warn(StalePlugin(
+                f"PLUGIN_STALE: {package} changed since `dsh-sidecar add-local-plugin` installed it; this run "
+                "uses the installed copy: run `dsh-sidecar add-local-plugin <its folder>` again"
+            ), stacklevel=2)
         environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
         # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
         # run's own goes away with `private`.

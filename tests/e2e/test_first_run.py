@@ -13,13 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 from dshrun import HOST, ROOT
 
 from dsh_sidecar.bridge.hostenv import host_env
-from dsh_sidecar.bridge.run import Row, run
+from dsh_sidecar.bridge.run import Row, StalePlugin, run
 
 CLI = Path(sys.executable).parent / "dsh-sidecar"
 ECHO = '/mock run echo({"text": "first"})'
@@ -70,3 +71,30 @@ def test_a_run_leaves_nothing_in_the_temporary_folder(tmp_path: Path, monkeypatc
     assert result.ok, result.explain()
     # rc.8 makes a `dsh-spill-*` folder per run; the run API's private folder held it.
     assert sorted(p.name for p in temp.iterdir()) == []
+
+
+def test_a_local_plugin_whose_source_changed_is_reported_stale(tmp_path: Path) -> None:
+    home = tmp_path / "dsh-home"
+    plugin = tmp_path / "my-tools"
+    shutil.copytree(ROOT / "examples" / "dsh-example-tools", plugin)
+    assert _cli("install", "--profile", "headless", home=home).returncode == 0
+    assert _cli("add-local-plugin", str(plugin), home=home).returncode == 0
+    rows = [Row("example-tools", "dsh-example-tools", {})]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert run(ECHO, cwd=tmp_path, host=host_env(HOST, home), rows=rows).ok
+    assert [w for w in seen if issubclass(w.category, StalePlugin)] == []
+    (plugin / "index.js").write_text((plugin / "index.js").read_text() + "\n// edited\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run(ECHO, cwd=tmp_path, host=host_env(HOST, home), rows=rows)
+    stale = [str(w.message) for w in seen if issubclass(w.category, StalePlugin)]
+    assert stale == [
+        "PLUGIN_STALE: dsh-example-tools changed since `dsh-sidecar add-local-plugin` installed it; this run uses "
+        "the installed copy: run `dsh-sidecar add-local-plugin <its folder>` again"
+    ]
+    assert _cli("add-local-plugin", str(plugin), home=home).returncode == 0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run(ECHO, cwd=tmp_path, host=host_env(HOST, home), rows=rows)
+    assert [w for w in seen if issubclass(w.category, StalePlugin)] == []

@@ -37,7 +37,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "bridge.install": [
         "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "heal_module_fallback", "install_package",
-        "install_plugin", "pack_package",
+        "install_plugin", "pack_package", "record_local_plugin", "stale_local_plugins",
     ],
     "bridge.framing": ["LineFramer"],
     "bridge.later": ["Later", "Pending", "durable"],
@@ -59,7 +59,8 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
-        "RunFailed", "RunResult", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "RunFailed", "RunResult", "StalePlugin", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult",
+        "find_host", "run",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],
