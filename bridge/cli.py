@@ -21,7 +21,7 @@ import msgspec
 
 from dsh_sidecar.bridge import doctor
 from dsh_sidecar.bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
-from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin
+from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin, record_local_plugin
 from dsh_sidecar.bridge.run import (
     HOST_ENV_VAR,
     LOGIC_KEYS,
@@ -35,6 +35,7 @@ from dsh_sidecar.bridge.run import (
     find_host,
     run,
 )
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
@@ -114,6 +115,7 @@ def _fail(error: SidecarError) -> NoReturn:
 
 
 @click.group()
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def main() -> None:
     """Record/replay and deterministic testing for DSH rc.8 agents."""
 
@@ -253,6 +255,7 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
     try:
         env = ensure_host(_prefix(prefix, creating=True), _home(dsh_home))
         profile_dir = install_package(env, profile, directory.resolve())
+        record_local_plugin(env.dsh_home, directory.resolve())
     except SidecarError as exc:
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")

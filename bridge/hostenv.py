@@ -200,7 +200,9 @@ def ensure_host(prefix: Path, dsh_home: Path | None = None, *, log: bool = True)
     state = _read_state(env.prefix)
     if (
         state is not None
-        and state.node == str(node)
+        # Another venv's Node differs only in path: while the recorded one answers, the host is
+        # kept (re-linking it would point a shared host at a Node that can vanish with that venv).
+        and (state.node == str(node) or _version_of(state.node) is not None)
         and state.dsh_version == DSH_VERSION
         and state.hmr_version == HMR_VERSION
         and state.dsh_home == str(default_home)

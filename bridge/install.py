@@ -30,12 +30,16 @@ __all__ = [
     "HMR_FIX_PROFILES",
     "PACKAGE",
     "compile_sidecar",
+    "heal_module_fallback",
     "install_package",
     "install_plugin",
     "pack_package",
+    "record_local_plugin",
+    "stale_local_plugins",
 ]
 
 PACKAGE = "dsh-sidecar-shim"
+_LOCAL = "local-plugins.json"
 _BEGIN = "# >>> dsh-sidecar: rc.8 hmr fix (managed by `dsh-sidecar install`)"
 _END = "# <<< dsh-sidecar"
 # Profiles whose bundle disables the `hmr` row: `dsh --profile headless` and `dsh web` both
@@ -57,14 +61,10 @@ def pack_package(src: Path, out_dir: Path, extra: dict[str, bytes] | None = None
     The tarball name carries a content hash, so a changed package is a new dependency.
     """
     manifest = json.loads((src / "package.json").read_text())
-    names = ["package.json", *manifest.get("files", [])]
-    members = {name: (src / name).read_bytes() for name in names if (src / name).is_file()}
-    members.update(extra or {})
-    digest = hashlib.sha256()
-    for name in sorted(members):
-        digest.update(name.encode() + b"\0" + members[name] + b"\0")
+    members = _members(src, extra)
+    digest = _digest(members)
     out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{manifest['name']}-{manifest['version']}-{digest.hexdigest()[:12]}.tgz"
+    target = out_dir / f"{manifest['name']}-{manifest['version']}-{digest}.tgz"
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name in sorted(members):
@@ -77,6 +77,51 @@ def pack_package(src: Path, out_dir: Path, extra: dict[str, bytes] | None = None
     # files a second apart would differ.
     target.write_bytes(gzip.compress(buffer.getvalue(), mtime=0))
     return target
+
+
+def _members(src: Path, extra: dict[str, bytes] | None) -> dict[str, bytes]:
+    """The files a pack of ``src`` holds: ``package.json`` and its ``files`` (plus ``extra``)."""
+    manifest = json.loads((src / "package.json").read_text())
+    names = ["package.json", *manifest.get("files", [])]
+    members = {name: (src / name).read_bytes() for name in names if (src / name).is_file()}
+    members.update(extra or {})
+    return members
+
+
+def _digest(members: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(members):
+        digest.update(name.encode() + b"\0" + members[name] + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def stale_local_plugins(dsh_home: Path) -> list[str]:
+    """The packages installed with ``add-local-plugin`` whose source changed since (by name)."""
+    try:
+        installed = json.loads((dsh_home / "dsh-sidecar" / _LOCAL).read_text())
+    except (OSError, ValueError):
+        return []
+    stale = []
+    for package, entry in sorted(installed.items()) if isinstance(installed, dict) else ():
+        try:
+            current = _digest(_members(Path(entry["source"]), None))
+        except (OSError, ValueError, KeyError, TypeError):
+            current = None
+        if current != entry.get("digest"):
+            stale.append(package)
+    return stale
+
+
+def record_local_plugin(dsh_home: Path, src: Path) -> None:
+    """Remember where a local plugin came from and what it held, for ``stale_local_plugins``."""
+    path = dsh_home / "dsh-sidecar" / _LOCAL
+    try:
+        installed = json.loads(path.read_text())
+    except (OSError, ValueError):
+        installed = {}
+    package = json.loads((src / "package.json").read_text())["name"]
+    installed[package] = {"source": str(src), "digest": _digest(_members(src, None))}
+    path.write_text(json.dumps(installed, indent=2, sort_keys=True) + "\n")
 
 
 def _installed(profile_dir: Path, package: str) -> bool:
@@ -125,10 +170,22 @@ def install_package(
     if _installed(profile_dir, package):
         _dsh(env, ["plugin", "--profile", profile, "remove", package], env.dsh_home)
     _dsh(env, ["plugin", "--profile", profile, "add", str(tgz)], env.dsh_home)
+    heal_module_fallback(env, profile)
     for stale in old:
         if stale != tgz:
             stale.unlink(missing_ok=True)
     return profile_dir
+
+
+def heal_module_fallback(env: HostEnv, profile: str) -> None:
+    """Have rc.8 create ``$DSH_HOME/profiles/node_modules``, its flat fallback for the in-box packages.
+
+    rc.8 makes these links only when it boots a profile (``healProfilesModuleFallback``), never at
+    ``dsh plugin add``. An out-of-tree plugin resolves its peers (``@deepseek-ai/schemastery``, ...)
+    from its real folder through them, so a profile that never booted fails to load. A config
+    dump runs the same heal without starting anything.
+    """
+    _dsh(env, ["--profile", profile, "--dump-default-config"], env.dsh_home)
 
 
 def compile_sidecar() -> None:

@@ -64,14 +64,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dsh-setup", action="store_true",
         help="Install the DSH host and the plugin if missing (once, under a lock shared by xdist workers).",
     )
+    group.addoption(
+        "--dsh-allow-live-tools", action="store_true",
+        help="In record mode none, let tools that no cassette serves run live (default: such a call fails "
+        "the test with LIVE_TOOL_BLOCKED).",
+    )
+    parser.addini("dsh_allow_live_tools", "tools that may run live in record mode none (`*`: all); "
+                  "default: none", type="linelist", default=[])
     parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
                   type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "dsh(cassette=None, record_mode=None, config=None): cassette base path (relative to the "
-        "test file), record mode and test logic (merged over the dsh_config fixture) for the dsh fixture",
+        "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None): cassette base "
+        "path (relative to the test file), record mode, test logic (merged over the dsh_config fixture) and "
+        "the tools allowed to run live (True: all) for the dsh fixture",
     )
 
 
@@ -97,7 +105,9 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
     try:
         return find_host(pytestconfig.rootpath)
     except HostNotFound as exc:
-        pytest.fail(f"{exc} (or run pytest with --dsh-setup)", pytrace=False)
+        missing = str(exc)
+    # Outside the handler: pytest would print the error twice ("During handling of ...").
+    pytest.fail(f"{missing} (or run pytest with --dsh-setup)", pytrace=False)
 
 
 class DshRunner:
@@ -110,6 +120,7 @@ class DshRunner:
         config = request.config
         marker = request.node.get_closest_marker("dsh")
         marked: Mapping[str, Any] = marker.kwargs if marker is not None else {}
+        _check_marker(marker)
         self.logic = {**(logic or {}), **(marked.get("config") or {})}
         unknown = sorted(set(self.logic) - set(LOGIC_KEYS))
         if unknown:
@@ -117,6 +128,12 @@ class DshRunner:
                                     f"(known: {', '.join(LOGIC_KEYS)})")
         option = config.getoption("--dsh-record-mode")
         self.record_mode: RecordMode = option or marked.get("record_mode") or "none"
+        allowed = marked.get("allow_live_tools")
+        ini = config.getini("dsh_allow_live_tools")
+        self.allow_live_tools: bool | list[str] = (
+            True if config.getoption("--dsh-allow-live-tools") or allowed is True or "*" in ini
+            else list(allowed) if allowed not in (None, False) else list(ini)
+        )
         folder = request.path.parent
         base = marked.get("cassette")
         self.base = folder / base if base else folder / "cassettes" / request.path.stem / _UNSAFE.sub(
@@ -175,6 +192,7 @@ class DshRunner:
                 file=str(self.cassette("model")), options={} if model is True else dict(model.options),
             )
         options.setdefault("cwd", self.cwd)
+        options.setdefault("allow_live_tools", self.allow_live_tools)
         missing: str | None = None
         try:
             result = run(
@@ -185,12 +203,41 @@ class DshRunner:
             )
         except CassetteMissing as exc:
             missing = str(exc)
+        except ValueError as exc:  # a bad option: one line naming it, no traceback
+            missing = f"dsh.run: {exc}"
         if missing is not None:  # outside the handler: pytest would print the error twice
             pytest.fail(missing, pytrace=False)
         self.runs.append(result)
         if check and not result.ok:
             pytest.fail(result.explain(f"pytest {self.nodeid} --dsh-record-mode all"), pytrace=False)
         return result
+
+
+_MARKER_KEYS = ("cassette", "record_mode", "allow_live_tools")
+
+
+def _check_marker(marker: pytest.Mark | None) -> None:
+    """Fail the test on a ``dsh`` marker key or value it would otherwise ignore."""
+    if marker is None:
+        return
+    where = "@pytest.mark.dsh"
+    if marker.args:
+        pytest.fail(f"{where}: takes keywords only ({', '.join(_MARKER_KEYS)})", pytrace=False)
+    for key, value in marker.kwargs.items():
+        if key not in _MARKER_KEYS:
+            pytest.fail(f"{where}({key}=...): unknown key; allowed: {', '.join(_MARKER_KEYS)}", pytrace=False)
+        shown = repr(value)[:40]
+        if key == "record_mode" and value not in RECORD_MODES:
+            pytest.fail(f"{where}(record_mode={shown}): not a record mode; allowed: {', '.join(RECORD_MODES)}",
+                        pytrace=False)
+        if key == "cassette" and (not isinstance(value, str) or not value):
+            pytest.fail(f"{where}(cassette={shown}): not a path; give a non-empty string", pytrace=False)
+        if key == "allow_live_tools" and not (
+            isinstance(value, bool)
+            or (isinstance(value, (list, tuple)) and all(isinstance(t, str) and t for t in value))
+        ):
+            pytest.fail(f"{where}(allow_live_tools={shown}): allowed: True, False or a list of tool names",
+                        pytrace=False)
 
 
 @pytest.fixture

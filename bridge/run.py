@@ -32,6 +32,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +40,7 @@ from typing import Any, Literal
 import msgspec
 
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
-from dsh_sidecar.bridge.install import PACKAGE
+from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback, stale_local_plugins
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
@@ -65,6 +66,7 @@ __all__ = [
     "Row",
     "RunFailed",
     "RunResult",
+    "StalePlugin",
     "StubFailure",
     "SubagentCassette",
     "ToolCall",
@@ -84,6 +86,10 @@ _KILL_GRACE_S = 5.0
 _STDERR_TAIL = 6
 # What Node prints around an uncaught error besides its message: frames, source excerpts, carets.
 _NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[cause\]: )")
+
+
+class StalePlugin(UserWarning):
+    """A plugin installed with ``add-local-plugin`` whose source changed since."""
 
 
 class HostNotFound(SidecarError):
@@ -579,6 +585,7 @@ def run(
     timeout: float = 120.0,
     record_hint: str = "record it with record mode `once`",
     stubs: Mapping[str, Callable[..., Any] | str] | None = None,
+    allow_live_tools: bool | Sequence[str] = True,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -600,6 +607,9 @@ def run(
         stubs: tool name to the function serving it instead of its body (docs/test-logic.md): a
             module-level function (it runs in the sidecar process, imported from its file) or a
             ``module:function`` / ``file.py:function`` reference resolved against ``cwd``.
+        allow_live_tools: in record mode ``none``, the tools that may run live with no cassette
+            serving them: ``True`` all (the API's default), ``False`` none, or their names; a
+            blocked call fails the run with ``LIVE_TOOL_BLOCKED``. Recording modes run tools live.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -610,7 +620,11 @@ def run(
     if (task is None) == (script is None):
         raise ValueError("give exactly one of task and script")
     if record_mode not in RECORD_MODES:
-        raise ValueError(f"record_mode must be one of {', '.join(RECORD_MODES)}")
+        raise ValueError(f"record_mode {str(record_mode)[:40]!r} is not one of {', '.join(RECORD_MODES)}")
+    if not isinstance(allow_live_tools, bool) and (
+        isinstance(allow_live_tools, str) or not all(isinstance(t, str) and t for t in allow_live_tools)
+    ):
+        raise ValueError("allow_live_tools must be True, False or a list of tool names")
     workdir = Path(cwd or os.getcwd()).resolve()
     host = host or find_host(workdir)
     plans: list[_Plan] = []
@@ -636,6 +650,8 @@ def run(
         plan = _plan("model", model_cassette.file, workdir, record_mode, hint)
         plans.append(plan)
         sidecar["modelCassette"] = {**model_cassette.options, "mode": plan.mode, "file": str(plan.write_to)}
+    if record_mode == "none" and allow_live_tools is not True:
+        sidecar["liveTools"] = [] if allow_live_tools is False else list(allow_live_tools)
     if mock is not None:
         sidecar["mock"] = dict(mock)
     if trace is not None:
@@ -656,7 +672,20 @@ def run(
             argv += ["--patch", os.fspath(Path(extra).resolve())]
         argv += ["--patch", str(patch)]
         environ = host.environ({**os.environ, **(env or {})})
+        if not (host.dsh_home / "profiles" / "node_modules").is_dir():
+            # Made by rc.8 at a boot; a run's private home would make it where the plugins'
+            # real folders cannot see it (a profile installed before install healed it).
+            heal_module_fallback(host, profile)
+        for package in stale_local_plugins(host.dsh_home):
+            warnings.warn(StalePlugin(
+                f"PLUGIN_STALE: {package} changed since `dsh-sidecar add-local-plugin` installed it; this run "
+                "uses the installed copy: run `dsh-sidecar add-local-plugin <its folder>` again"
+            ), stacklevel=2)
         environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
+        # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
+        # run's own goes away with `private`.
+        (private / "tmp").mkdir()
+        environ["TMPDIR"] = str(private / "tmp")
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
         duration_ms = int((time.monotonic() - started) * 1000)

@@ -108,11 +108,14 @@ class Sidecar:
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         stubs = Stubs.load(config.stubs, config.cwd) if config.stubs else None
-        if config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs:
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs)
+        guarded = config.live_tools is not None
+        if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
+                or guarded):
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools)
             hooks.append("tools")
-        # Only a cassette, a stub or the trace looks at a call before its result.
-        ask_execute = config.tool_cassette is not None or config.trace is not None or stubs is not None
+        # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
+        ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
+                       or guarded)
         if config.subagent_cassette is not None:
             self.subagents = SubagentHooks.open(
                 config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,

@@ -25,7 +25,7 @@ from dsh_sidecar.bridge.protocol import (
 )
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
-from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
@@ -54,9 +54,11 @@ class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
     def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
-                 stubs: Stubs | None = None) -> None:
+                 stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None) -> None:
         self.trace = trace
         self.stubs = stubs
+        self.live_tools = live_tools
+        self.blocked: list[SidecarError] = []
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
@@ -69,18 +71,23 @@ class ToolHooks:
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
-             stubs: Stubs | None = None) -> ToolHooks:
-        """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools.
+             stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None) -> ToolHooks:
+        """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools;
+        ``live_tools``: the offline guard.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette, stubs)
+        return cls(trace, mock, cassette, stubs, live_tools)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
         return cassette if cassette is not None and cassette.selects(tool) else None
+
+    def _blocks(self, tool: str) -> bool:
+        """Whether the offline guard refuses ``tool`` running live."""
+        return self.live_tools is not None and "*" not in self.live_tools and tool not in self.live_tools
 
     def _queued(self) -> Ticket | None:
         """Submit the lines the recording just sealed, if any."""
@@ -94,6 +101,12 @@ class ToolHooks:
         if self.stubs is not None and params.tool in self.stubs:
             return self._stubbed(params, self.stubs)
         cassette = self._selected(params.tool)
+        if cassette is None and self._blocks(params.tool):
+            blocked = LiveToolBlocked(params.tool, params.path)
+            # Once per tool at shutdown (the run fails with it); every blocked call is refused.
+            if all(getattr(e, "tool", None) != params.tool for e in self.blocked):
+                self.blocked.append(blocked)
+            return self._decided(params, Refuse(error=blocked))
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
         if cassette is None:
@@ -212,7 +225,7 @@ class ToolHooks:
         stub_errors: list[SidecarError] = [] if self.stubs is None else list(self.stubs.errors)
         stub_notes = [] if self.stubs is None else [self.stubs.note()]
         if self.cassette is None:
-            return stub_errors, stub_notes
+            return [*self.blocked, *stub_errors], stub_notes
         if stub_errors and interruption is None:
             interruption = "a stub raised"  # the recording saw a broken test double: keep it unpublished
         if self.recording is not None and self.writer is not None:
@@ -229,7 +242,7 @@ class ToolHooks:
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
-        return stub_errors + list(report.errors), [note, *stub_notes]
+        return [*self.blocked, *stub_errors, *report.errors], [note, *stub_notes]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

@@ -1,9 +1,10 @@
 """The plugin row's config, parsed once at ``initialize`` into one closed tree of frozen Structs.
 
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
-``modelCassette``, ``trace``, ``report``, ``stubs`` (python_core/stubs.py). Each feature section
-is parsed by its own package's config module; paths come out resolved against the DSH cwd and
-checked (``config_paths``).
+``modelCassette``, ``trace``, ``report``, ``stubs`` (python_core/stubs.py), ``liveTools`` (the
+offline guard: the tools that may run live when no cassette serves them, ``*`` for all; absent:
+no guard). Each feature section is parsed by its own package's config module; paths come out
+resolved against the DSH cwd and checked (``config_paths``).
 Every refusal, at any depth, is a ``ConfigError`` naming the field, so a typo fails the DSH boot
 instead of being ignored; nothing is opened or created before the whole tree parsed.
 """
@@ -32,7 +33,9 @@ from dsh_sidecar.python_core.tool_cassette.config import parse_config as parse_t
 
 __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
-_TOP_LEVEL = ("python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs")
+_TOP_LEVEL = (
+    "python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs", "liveTools",
+)
 # A standalone tool cassette plugin takes these three keys as its whole row config; here one row
 # serves every feature, so they sit in the row's `toolCassette` section.
 _TOOL_KEYS = ("mode", "file", "include")
@@ -57,6 +60,8 @@ class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     """Where the run report goes at shutdown (written by the run API's runs)."""
     stubs: dict[str, str] = msgspec.field(default_factory=dict)
     """Tool name to the ``module:function`` reference that serves it (python_core/stubs.py)."""
+    live_tools: tuple[str, ...] | None = None
+    """Tools allowed to run live with no cassette serving them (``*``: all); ``None``: no guard."""
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
@@ -90,6 +95,9 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     model = raw.get("modelCassette")
     if model is not None and not isinstance(model, dict):
         raise ConfigError("modelCassette", "must be an object")
+    live = raw.get("liveTools")
+    if live is not None and (not isinstance(live, list) or not all(isinstance(t, str) and t for t in live)):
+        raise ConfigError("liveTools", "must be a list of tool names (or [\"*\"] for all)")
     mock = raw.get("mock")
     parsed_mock = MockConfig() if mock is None else parse_mock(mock)
     trace_path = None if trace is None else os.path.join(cwd, trace)
@@ -110,6 +118,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         trace=trace_path,
         report=report_path,
         stubs=stubs,
+        live_tools=None if live is None else tuple(live),
     )
     if config.model_cassette is not None:
         check_path("modelCassette.file", config.model_cassette.file,

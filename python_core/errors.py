@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "CanonicalJsonError",
     "ConfigError",
+    "LiveToolBlocked",
     "ProtocolError",
     "SidecarError",
     "printable",
@@ -66,6 +67,20 @@ class ConfigError(SidecarError):
         if hint is not None:
             # A fix more precise than "correct that key" (e.g. a path: record it, create it).
             self.hint = hint
+
+
+class LiveToolBlocked(SidecarError):
+    """A tool call no cassette serves ran into the offline guard (record mode ``none``)."""
+
+    code = "LIVE_TOOL_BLOCKED"
+    hint = (
+        "record it (tools=[...], --dsh-record-mode once) or let it run live (--dsh-allow-live-tools, "
+        "marker allow_live_tools=[...], ini dsh_allow_live_tools)"
+    )
+
+    def __init__(self, tool: str, path: str) -> None:
+        super().__init__(f"tool {tool} (call {path}) would run live in record mode none; no cassette serves it")
+        self.tool = tool
 
 
 class CanonicalJsonError(SidecarError):

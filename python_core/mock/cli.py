@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.script import encode_script, executable_steps, script_id
@@ -18,6 +19,7 @@ __all__ = ["mock"]
 
 
 @click.group("mock")
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def mock() -> None:
     """Deterministic mock model: check and convert replay sources."""
 

@@ -14,6 +14,7 @@ import json
 import click
 import msgspec
 
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.diff import diff_cassettes
@@ -33,6 +34,7 @@ def _verify_or_exit(file: str) -> VerifyReport:
 
 
 @click.group()
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def cli() -> None:
     """Verify, inspect, diff and reseal dsh model cassettes."""
 

@@ -16,6 +16,7 @@ import click
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, NamedFailure, NotComparableFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
@@ -32,6 +33,7 @@ def _json(value: Any) -> str:
 
 
 @click.group(name="subagent-cassette")
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def cli() -> None:
     """Verify, inspect and diff subagent cassettes (metadata only)."""
 

@@ -14,6 +14,7 @@ from typing import Any
 import click
 import msgspec
 
+from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.json_pointers import describe
@@ -66,6 +67,7 @@ def _summary(report: VerifyReport) -> str:
 
 
 @click.group()
+@click.version_option(__version__, message="%(prog)s %(version)s")
 def main() -> None:
     """Verify, inspect, diff and reseal dsh tool cassettes."""
 

@@ -37,8 +37,8 @@ EXPORTS: dict[str, list[str]] = {
         "host_env",
     ],
     "bridge.install": [
-        "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "install_package", "install_plugin",
-        "pack_package",
+        "HMR_BLOCK", "HMR_FIX_PROFILES", "PACKAGE", "compile_sidecar", "heal_module_fallback", "install_package",
+        "install_plugin", "pack_package", "record_local_plugin", "stale_local_plugins",
     ],
     "bridge.framing": ["LineFramer"],
     "bridge.later": ["Later", "Pending", "durable"],
@@ -60,8 +60,8 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
-        "RecordMode", "Row", "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette",
-        "ToolResult", "find_host", "run",
+        "RecordMode", "Row", "RunFailed", "RunResult", "StalePlugin", "StubFailure", "SubagentCassette", "ToolCall",
+        "ToolCassette", "ToolResult", "find_host", "run",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],
@@ -87,7 +87,9 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.config": ["SidecarConfig", "parse_sidecar_config"],
     "python_core.config_fields": ["ConfigSection", "Mode", "convert_section", "field_of"],
     "python_core.config_paths": ["check_nul", "check_path"],
-    "python_core.errors": ["CanonicalJsonError", "ConfigError", "ProtocolError", "SidecarError", "printable"],
+    "python_core.errors": [
+        "CanonicalJsonError", "ConfigError", "LiveToolBlocked", "ProtocolError", "SidecarError", "printable",
+    ],
     "python_core.files": ["FileRefused", "display_name", "open_regular", "reason_of"],
     "python_core.json_pointers": ["PointerChange", "describe", "differing_pointers", "escape_token"],
     "python_core.mock": [
