@@ -384,8 +384,9 @@ def _publish(plan: _Plan, complete: bool) -> bool:
     except FileExistsError:
         return False
     finally:
-        for leftover in (private, Path(f"{private}.partial")):
-            leftover.unlink(missing_ok=True)
+        private.unlink(missing_ok=True)
+        # An unpublished recording's partial is the evidence its error names ("kept ...partial"):
+        # it stays; a published one's partial was already removed by the writer.
         shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
 
 

@@ -281,7 +281,8 @@ class Sidecar:
         if params.phase == "start":
             self.turns.start(params.sessionId, params.turn)
         else:
-            self.turns.end(params.sessionId, params.turn, params.reason)
+            busy = self.tools is not None and self.tools.busy()
+            self.turns.end(params.sessionId, params.turn, params.reason, busy)
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""

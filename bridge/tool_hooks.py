@@ -162,6 +162,10 @@ class ToolHooks:
                 return Later(self.writer, ticket, _no_answer)
         return None
 
+    def busy(self) -> bool:
+        """Whether a selected call of the recording is open or was cut short (see ``TurnLedger``)."""
+        return self.recording is not None and self.recording.busy()
+
     async def _close_recording(self, recording: RecordSession, writer: LineWriter,
                                interruption: str | None) -> CloseReport:
         """Write what is queued, then the tail, then publish: each step after the previous is durable."""

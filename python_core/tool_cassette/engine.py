@@ -452,6 +452,7 @@ class RecordSession(ToolCassetteSession):
         self._chain = Chain()
         self._writes: list[bytes] = []
         self._recorded = 0
+        self._cut_short = 0
 
     @classmethod
     def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
@@ -594,6 +595,8 @@ class RecordSession(ToolCassetteSession):
             return
         frame = call.frame
         final = event.result
+        if _is_abort(final):
+            self._cut_short += 1
         if not frame.isError and _is_abort(final):
             assert final.error is not UNSET
             try:
@@ -609,6 +612,10 @@ class RecordSession(ToolCassetteSession):
             self._fail(error)
             return
         self._recorded += 1
+
+    def busy(self) -> bool:
+        """Whether a selected call is open now or any was cut short by an abort."""
+        return self._pending() > 0 or self._cut_short > 0
 
     def finish(self, interruption: str | None = None) -> bool:
         """Decide the end of the recording; true: write ``take_writes()`` (the tail), then publish.

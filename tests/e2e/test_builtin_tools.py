@@ -1,0 +1,53 @@
+"""DSH rc.8's own built-in tools through the tool cassette, end to end (issue 21, items 3 and 4).
+
+Each case records with the real built-in, changes the world so a real call would answer
+otherwise, replays, and checks the recorded answer was served (``serve`` in the sidecar trace)
+while the real body did not run. Several calls share one mock script to keep DSH boots few.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_sidecar.bridge.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.run import RecordMode, RunResult, ToolCassette, run
+
+CASSETTE = "c.ndjson"
+TRACE = "sidecar-trace.jsonl"
+
+
+def _run(dsh: DshRunner, steps: Sequence[dict[str, Any]], record_mode: RecordMode,
+         include: Sequence[str]) -> RunResult:
+    script = {"type": "dsh-mock-script", "version": 1, "steps": list(steps)}
+    result = run(
+        None, script=script, cwd=dsh.cwd, host=dsh.host, patches=dsh.patches,
+        tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, trace=TRACE,
+    )
+    dsh.runs.append(result)
+    return result
+
+
+def _actions(cwd: Path) -> list[tuple[str, str]]:
+    """``(tool, action)`` of each ``tools/execute`` decision of the last run in ``cwd``."""
+    lines = [json.loads(line) for line in (cwd / TRACE).read_text().splitlines() if line]
+    start = [i for i, line in enumerate(lines) if line["method"] == "initialize"][-1]
+    return [(line["tool"], line["action"]) for line in lines[start:] if line["method"] == "tools/execute"]
+
+
+def test_create_goal_records_although_the_goal_follow_up_turn_aborts(dsh: DshRunner) -> None:
+    # Headless DSH aborts the follow-up turn the goal driver starts: no selected call is open
+    # then, so the recording is complete (it used to exit 1 RECORDING_INTERRUPTED).
+    steps = [{"tool": "create_goal", "args": {"objective": "ship it"}}]
+    recorded = _run(dsh, steps, "once", ["create_goal"])
+    assert recorded.ok, recorded.explain()
+    assert "tool cassette record: 1 selected calls, 1 recorded, published: yes" in recorded.stderr
+    assert "RECORDING_INTERRUPTED" not in recorded.stderr
+    assert sorted(p.name for p in dsh.cwd.iterdir() if CASSETTE in p.name) == [CASSETTE]
+
+    replayed = _run(dsh, steps, "none", ["create_goal"])
+    assert replayed.ok, replayed.explain()
+    assert _actions(dsh.cwd) == [("create_goal", "serve")]
+    assert [r.is_error for r in replayed.tool_results] == [False]
