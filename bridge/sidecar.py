@@ -104,7 +104,7 @@ class Sidecar:
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         if config.tool_cassette is not None or config.trace is not None or self.mock is not None:
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock)
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, config.cwd)
             hooks.append("tools")
         # Only a cassette or the trace looks at a call before its result.
         ask_execute = config.tool_cassette is not None or config.trace is not None

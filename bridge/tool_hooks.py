@@ -9,6 +9,8 @@ a ``toolCassette`` section every call passes through. A recording's lines go to 
 
 from __future__ import annotations
 
+import os
+
 import anyio
 from msgspec import UNSET
 
@@ -37,6 +39,7 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     ToolCassetteSession,
     ToolResult,
 )
+from dsh_sidecar.python_core.tool_cassette.host_state import kept, restored
 
 __all__ = ["ToolHooks"]
 
@@ -51,8 +54,10 @@ _NO_PATH = "(not dispatched)"
 class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
-    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None) -> None:
+    def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
+                 cwd: str = "") -> None:
         self.trace = trace
+        self.cwd = cwd or os.getcwd()
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
@@ -64,14 +69,15 @@ class ToolHooks:
         self.recording.write_failed(None, error)
 
     @classmethod
-    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None) -> ToolHooks:
-        """Open the cassette named by ``config`` (``None``: pass-through).
+    def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
+             cwd: str = "") -> ToolHooks:
+        """Open the cassette named by ``config`` (``None``: pass-through); ``cwd``: the session's.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette)
+        return cls(trace, mock, cassette, cwd)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -118,6 +124,7 @@ class ToolHooks:
             decision = ExecuteDecision(
                 action="serve", result=outcome.result, deferContexts=outcome.additionalContexts,
                 cancellation=outcome.cancellation,
+                host=None if outcome.host is None else restored(outcome.host, self.cwd),
             )
         self.trace.write(
             "tools/execute", tool=params.tool, path=params.path, handle=params.handle, action=decision.action,
@@ -132,7 +139,8 @@ class ToolHooks:
             return _ACCEPT
         try:
             refused = cassette.on_post_execute(
-                PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result)
+                PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result,
+                          host=kept(params.host, self.cwd))
             )
         except SidecarError as error:
             refused = Refuse(error=error)

@@ -12,6 +12,7 @@ import type { UserMessage } from '@deepseek-ai/dsh-session'
 // Each package augments cordis' `Context` and `Events` with its service and events.
 import '@deepseek-ai/dsh-agent'
 import '@deepseek-ai/dsh-commands'
+import '@deepseek-ai/dsh-fs'
 import '@deepseek-ai/dsh-llm'
 import '@deepseek-ai/dsh-session'
 import '@deepseek-ai/dsh-subagent'
@@ -62,8 +63,14 @@ export interface ShutdownResult {
  */
 export type ExecuteDecision = { post?: boolean } & (
   | { action: 'next' }
-  | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult }
+  | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult, host?: HostRestore | null }
   | { action: 'refuse', code: string, message: string })
+
+/** What DSH tracked while a real body ran (`tools/post-execute`'s `host`). */
+export type HostCapture = { observed: { path: string, kind: string }[], events: { type: string, data: unknown }[] }
+
+/** The host state Python chose to restore for a served call (absolute paths, events verbatim). */
+export type HostRestore = { observe?: string[], events?: { type: string, data: unknown }[] }
 
 /** The `tools/post-execute` answer. */
 export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', code: string, message: string }
@@ -145,7 +152,7 @@ export interface Methods {
     result: ExecuteDecision
   }
   'tools/post-execute': {
-    params: { handle: string, path: string | null, tool: string, result: WireResult }
+    params: { handle: string, path: string | null, tool: string, result: WireResult, host?: HostCapture }
     result: PostExecuteDecision
   }
   'llm/stream': {

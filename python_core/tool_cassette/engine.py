@@ -52,6 +52,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     Cancellation,
     CompleteFrame,
     HeaderFrame,
+    HostState,
     ResultFrame,
     StartFrame,
     ToolFailure,
@@ -105,12 +106,16 @@ class ExecuteEvent(msgspec.Struct, frozen=True):
 
 
 class PostEvent(msgspec.Struct, frozen=True):
-    """A selected call reached ``tools/post-execute``; ``result`` is the listener's input."""
+    """A selected call reached ``tools/post-execute``; ``result`` is the listener's input.
+
+    ``host``: the host state its real body left, to record (``host_state.kept``).
+    """
 
     handle: str
     path: str
     tool: str
     result: ToolResult
+    host: HostState | None = None
 
 
 class ResultEvent(msgspec.Struct, frozen=True):
@@ -139,6 +144,7 @@ class Serve(msgspec.Struct, frozen=True):
     result: Raw
     additionalContexts: Raw
     cancellation: Raw | None = None
+    host: HostState | None = None
 
 
 class Refuse(msgspec.Struct, frozen=True):
@@ -323,6 +329,7 @@ def _serve(record: RecordedCall) -> Serve:
     return Serve(
         ordinal=record.ordinal, result=Raw(encode(body)),
         additionalContexts=frame.additionalContexts, cancellation=cancellation,
+        host=None if frame.host is UNSET else frame.host,
     )
 
 
@@ -568,6 +575,8 @@ class RecordSession(ToolCassetteSession):
         else:
             try:
                 call.frame = capture_outcome(event.result, call.ordinal)
+                if event.host is not None:
+                    call.frame = msgspec.structs.replace(call.frame, host=event.host)
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
             except ValueError as exc:

@@ -51,3 +51,40 @@ def test_create_goal_records_although_the_goal_follow_up_turn_aborts(dsh: DshRun
     assert replayed.ok, replayed.explain()
     assert _actions(dsh.cwd) == [("create_goal", "serve")]
     assert [r.is_error for r in replayed.tool_results] == [False]
+
+
+def _texts(result: RunResult) -> list[tuple[bool, str, str | None]]:
+    return [(r.is_error, r.output, r.error_code) for r in result.tool_results]
+
+
+def test_a_replayed_read_and_todo_write_leave_the_host_state_the_real_calls_left(dsh: DshRunner) -> None:
+    # read and todo_write are selected; the edit between them is not: it runs for real on
+    # replay too, and needs the observation the replayed read must leave (else FS_NOT_OBSERVED).
+    notes = dsh.cwd / "notes.txt"
+    notes.write_text("alpha\n")
+    todos = [{"content": "ship it", "status": "pending"}]
+    steps = [
+        {"tool": "read", "args": {"file_path": "notes.txt"}},
+        {"tool": "edit", "args": {"file_path": "notes.txt", "old_string": "alpha", "new_string": "beta"}},
+        {"tool": "todo_write", "args": {"todos": todos}},
+    ]
+    include = ["read", "todo_write"]
+    recorded = _run(dsh, steps, "once", include)
+    assert recorded.ok, recorded.explain()
+    assert notes.read_text() == "beta\n"
+    lines = [json.loads(line) for line in (dsh.cwd / CASSETTE).read_text().splitlines()]
+    assert lines[0]["version"] == 2
+    hosts = [line.get("host") for line in lines if line["kind"] == "call/result"]
+    assert hosts[0] == {"observe": ["notes.txt"]}
+    assert hosts[1]["events"][0]["type"] == "todo/write"
+
+    notes.write_text("alpha, changed\n")  # a real read would now answer otherwise
+    replayed = _run(dsh, steps, "none", include)
+    assert replayed.ok, replayed.explain()
+    assert _actions(dsh.cwd) == [("read", "serve"), ("edit", "next"), ("todo_write", "serve")]
+    assert _texts(replayed)[0] == _texts(recorded)[0]  # the recorded read, not "changed"
+    assert "changed" not in _texts(replayed)[0][1]
+    assert _texts(replayed)[1][0] is False  # the real edit was guarded by the restored observation
+    assert notes.read_text() == "beta, changed\n"
+    written = [e for e in replayed.events if e.get("type") == "todo/write"]
+    assert [e["data"]["todos"] for e in written] == [[{"content": "ship it", "status": "pending"}]]

@@ -208,9 +208,12 @@ EXPORTS: dict[str, list[str]] = {
         "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
-        "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",
-        "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION", "canonical_payload", "canonical_text", "decode_frame",
-        "encode", "probe_header", "seal",
+        "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "HostEvent", "HostState",
+        "PROTOCOL", "READABLE_VERSIONS", "ResultFrame", "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION",
+        "canonical_payload", "canonical_text", "decode_frame", "encode", "probe_header", "seal",
+    ],
+    "python_core.tool_cassette.host_state": [
+        "HostCapture", "HostEvent", "HostState", "Observed", "RESTORED_EVENTS", "kept", "restored",
     ],
     "python_core.tool_cassette.store": [
         "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
