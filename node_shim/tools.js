@@ -145,15 +145,12 @@ export function installToolHooks(ctx, rpc, ask = true) {
  * @param {HostRestore | null | undefined} host
  */
 async function restoreHost(ctx, exec, host) {
-  // The paths came from fs/observed at record time: the fs service that emitted them is loaded.
-  const fs = /** @type {NonNullable<Context['fs']>} */ (ctx.get('fs'))
   for (const path of host?.observe ?? []) {
+    // The paths came from fs/observed at record time: the fs service that emitted them is loaded.
+    const fs = /** @type {NonNullable<Context['fs']>} */ (ctx.get('fs'))
     const target = await fs.resolve(path)
     const info = await fs.stat(target)
     ctx.emit('fs/observed', target, info ? { kind: 'present', version: info.version } : { kind: 'absent' }, exec)
   }
-  // Python restores only event types a built-in appends (host_state.RESTORED_EVENTS), verbatim.
-  for (const event of host?.events ?? []) {
-    exec.agent?.session.append(/** @type {any} */ (event.type), /** @type {any} */ (event.data))
-  }
+  for (const event of host?.events ?? []) exec.agent?.session.append(event.type, event.data)
 }

@@ -7,7 +7,7 @@ import type { Context } from '@deepseek-ai/cordis'
 import type { StreamChunk } from '@deepseek-ai/dsh-llm'
 import type { SubagentResult } from '@deepseek-ai/dsh-subagent'
 import type { ToolDispatchExecution, ToolExecutionResult, ToolRunContext } from '@deepseek-ai/dsh-tools'
-import type { UserMessage } from '@deepseek-ai/dsh-session'
+import type { SessionEventMap, UserMessage } from '@deepseek-ai/dsh-session'
 
 // Each package augments cordis' `Context` and `Events` with its service and events.
 import '@deepseek-ai/dsh-agent'
@@ -17,6 +17,7 @@ import '@deepseek-ai/dsh-llm'
 import '@deepseek-ai/dsh-session'
 import '@deepseek-ai/dsh-subagent'
 import '@deepseek-ai/dsh-tools'
+import '@deepseek-ai/dsh-tool-todo'
 
 export type { Context }
 
@@ -69,8 +70,11 @@ export type ExecuteDecision = { post?: boolean } & (
 /** What DSH tracked while a real body ran (`tools/post-execute`'s `host`). */
 export type HostCapture = { observed: { path: string, kind: string }[], events: { type: string, data: unknown }[] }
 
-/** The host state Python chose to restore for a served call (absolute paths, events verbatim). */
-export type HostRestore = { observe?: string[], events?: { type: string, data: unknown }[] }
+/**
+ * The host state Python chose to restore for a served call: absolute paths to observe, and
+ * the session events of the types it restores (host_state.RESTORED_EVENTS), verbatim.
+ */
+export type HostRestore = { observe?: string[], events?: { type: 'todo/write', data: SessionEventMap['todo/write'] }[] }
 
 /** The `tools/post-execute` answer. */
 export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', code: string, message: string }
