@@ -27,6 +27,7 @@ from dsh_sidecar.bridge.protocol import (
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
+from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
@@ -63,6 +64,10 @@ class ToolHooks:
         self.recording = cassette if isinstance(cassette, RecordSession) else None
         self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
+        self.dependencies = DependencyTracker(self.cwd)
+        # Unselected calls that depend on a selected call's outside effect, by handle.
+        self._depends: dict[str, ToolDependency] = {}
+        self._named: list[ToolDependency] = []
 
     def _failed(self, error: SidecarError) -> None:
         assert self.recording is not None
@@ -93,6 +98,12 @@ class ToolHooks:
     def execute(self, params: ExecuteParams) -> ExecuteDecision | Later:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
         cassette = self._selected(params.tool)
+        if self.cassette is not None:
+            dependency = self.dependencies.call(params.tool, params.path, params.args, cassette is not None)
+            if dependency is not None and self.recording is not None:
+                self._named.append(dependency)  # a warning at record time: the run still records
+            elif dependency is not None:
+                self._depends[params.handle] = dependency
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
         if cassette is None:
@@ -155,6 +166,9 @@ class ToolHooks:
             result = params.result
             message = None if result.error is UNSET else result.error.message
             self.mock.observe(params.sessionId, params.callId, params.tool, result.isError, _code(result), message)
+        dependency = self._depends.pop(params.handle, None)
+        if dependency is not None and params.result.isError:
+            self._named.append(dependency)  # the replay failed on it: an error
         cassette = self._selected(params.tool)
         if cassette is not None:
             try:
@@ -210,7 +224,9 @@ class ToolHooks:
                else f"{stats.consumed} consumed, {stats.unconsumed} unconsumed, "
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
         )
-        return list(report.errors), [note]
+        if self.recording is not None:
+            return list(report.errors), [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note]
+        return [*report.errors, *self._named], [note]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

@@ -88,3 +88,39 @@ def test_a_replayed_read_and_todo_write_leave_the_host_state_the_real_calls_left
     assert notes.read_text() == "beta, changed\n"
     written = [e for e in replayed.events if e.get("type") == "todo/write"]
     assert [e["data"]["todos"] for e in written] == [[{"content": "ship it", "status": "pending"}]]
+
+
+def test_an_unselected_call_using_a_selected_calls_outside_effect_is_named_at_record_and_replay(
+    dsh: DshRunner,
+) -> None:
+    # A served write writes no file, a served background bash starts no job: the unselected
+    # read and job_output after them depend on effects a replay cannot have.
+    steps = [
+        {"tool": "write", "args": {"file_path": "made.txt", "content": "made\n"}},
+        {"tool": "bash", "args": {"command": "echo done", "description": "say done", "run_in_background": True}},
+        {"parallel": [
+            {"tool": "read", "args": {"file_path": "made.txt"}},
+            {"tool": "job_output", "args": {"job_id": "bash-1", "wait": True, "timeout_ms": 10000}},
+        ]},
+    ]
+    include = ["write", "bash"]
+    recorded = _run(dsh, steps, "once", include)
+    assert recorded.ok, recorded.explain()
+    print(recorded.stderr)
+    assert ("warning: TOOL_DEPENDENCY: unselected read at root/2 uses made.txt, which the selected write at "
+            "root/0 made outside DSH; a replay serves write without doing it; fix: select both calls' tools in "
+            "toolCassette.include, or neither (docs/builtin-tools.md)") in recorded.stderr
+    assert ("warning: TOOL_DEPENDENCY: unselected job_output at root/3 reads a background job, which the "
+            "selected bash at root/1 made outside DSH") in recorded.stderr
+    assert "published: yes" in recorded.stderr
+
+    (dsh.cwd / "made.txt").unlink()
+    replayed = _run(dsh, steps, "none", include)
+    print(replayed.stderr)
+    assert not replayed.ok
+    assert _actions(dsh.cwd)[:2] == [("write", "serve"), ("bash", "serve")]
+    assert not (dsh.cwd / "made.txt").exists()
+    codes = sorted(e.code for e in replayed.errors if e.code == "TOOL_DEPENDENCY")
+    assert codes == ["TOOL_DEPENDENCY", "TOOL_DEPENDENCY"]
+    assert "TOOL_DEPENDENCY: unselected read at root/2 uses made.txt" in replayed.stderr
+    assert "fix: select both calls' tools in toolCassette.include, or neither" in replayed.stderr

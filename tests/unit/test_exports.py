@@ -212,6 +212,7 @@ EXPORTS: dict[str, list[str]] = {
         "PROTOCOL", "READABLE_VERSIONS", "ResultFrame", "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION",
         "canonical_payload", "canonical_text", "decode_frame", "encode", "probe_header", "seal",
     ],
+    "python_core.tool_cassette.dependencies": ["DependencyTracker", "PATH_ARGUMENTS", "ToolDependency"],
     "python_core.tool_cassette.host_state": [
         "HostCapture", "HostEvent", "HostState", "Observed", "RESTORED_EVENTS", "kept", "restored",
     ],
