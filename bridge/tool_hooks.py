@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import anyio
+import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.bridge.later import Later
@@ -35,6 +36,7 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     PostEvent,
     RecordSession,
     Refuse,
+    ReplaySession,
     ResultEvent,
     Serve,
     ToolCassetteSession,
@@ -65,6 +67,8 @@ class ToolHooks:
         self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
         self.dependencies = DependencyTracker(self.cwd)
+        if isinstance(cassette, ReplaySession):
+            cassette.cwd = self.cwd
         # Unselected calls that depend on a selected call's outside effect, by handle.
         self._depends: dict[str, ToolDependency] = {}
         self._named: list[ToolDependency] = []
@@ -151,7 +155,7 @@ class ToolHooks:
         try:
             refused = cassette.on_post_execute(
                 PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result,
-                          host=kept(params.host, self.cwd))
+                          host=kept(params.host, self.cwd, msgspec.json.encode(params.result)))
             )
         except SidecarError as error:
             refused = Refuse(error=error)

@@ -60,6 +60,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     canonical_text,
     encode,
 )
+from dsh_sidecar.python_core.tool_cassette.host_state import relocated
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -690,6 +691,8 @@ class ReplaySession(ToolCassetteSession):
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
         self._consumed = 0
+        # The session cwd: recorded outcomes naming the recording's cwd are served with this one.
+        self.cwd = ""
         self._name = os.path.basename(config.file)
 
     @classmethod
@@ -743,6 +746,8 @@ class ReplaySession(ToolCassetteSession):
                 pointers=pointers,
             ))
         self._consumed += 1
+        if self.cwd:
+            record = msgspec.structs.replace(record, result=relocated(record.result, self.cwd))
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
         self._calls[event.handle] = call

@@ -116,6 +116,8 @@ class HostState(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_de
 
     observe: tuple[str, ...] = ()
     events: tuple[HostEvent, ...] = ()
+    # The session cwd at record time, when the outcome names paths below it (a write's ``path``).
+    cwd: str = ""
 
 
 class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):

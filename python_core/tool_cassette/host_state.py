@@ -17,14 +17,21 @@ state: ``dependencies`` names them.
 
 from __future__ import annotations
 
+import json
 import os
 
 import msgspec
-from msgspec import Raw
+from msgspec import UNSET, Raw, UnsetType
 
-from dsh_sidecar.python_core.tool_cassette.format import HostEvent, HostState, canonical_payload, canonical_text
+from dsh_sidecar.python_core.tool_cassette.format import (
+    HostEvent,
+    HostState,
+    ResultFrame,
+    canonical_payload,
+    canonical_text,
+)
 
-__all__ = ["RESTORED_EVENTS", "HostCapture", "HostEvent", "HostState", "Observed", "kept", "restored"]
+__all__ = ["RESTORED_EVENTS", "HostCapture", "HostEvent", "HostState", "Observed", "kept", "relocated", "restored"]
 
 # Session events a built-in appends that DSH reads back later (the todo list of todo_write).
 RESTORED_EVENTS = frozenset({"todo/write"})
@@ -51,20 +58,41 @@ def _relative(path: str, cwd: str) -> str:
     return path
 
 
-def kept(capture: HostCapture | None, cwd: str) -> HostState | None:
+def _escaped(cwd: str) -> bytes:
+    """``cwd`` plus a separator as it appears inside a JSON string."""
+    return json.dumps(cwd.rstrip(os.sep) + os.sep, ensure_ascii=False)[1:-1].encode()
+
+
+def kept(capture: HostCapture | None, cwd: str, outcome: bytes = b"") -> HostState | None:
     """Return the host state to record for a call, or ``None`` when there is none.
+
+    ``outcome``: the result's JSON; when it names paths below ``cwd``, ``cwd`` is kept so a
+    replay in another folder reports its own paths (``relocated``).
 
     Raises:
         CanonicalJsonError: an event's data has no canonical form.
     """
-    if capture is None:
+    located = cwd if cwd and _escaped(cwd) in outcome else ""
+    observed = () if capture is None else capture.observed
+    observe = tuple(dict.fromkeys(_relative(o.path, cwd) for o in observed))
+    events = () if capture is None else tuple(
+        HostEvent(type=e.type, data=canonical_text(bytes(e.data))) for e in capture.events if e.type in RESTORED_EVENTS)
+    if not observe and not events and not located:
         return None
-    observe = tuple(dict.fromkeys(_relative(o.path, cwd) for o in capture.observed))
-    events = tuple(HostEvent(type=e.type, data=canonical_text(bytes(e.data)))
-                   for e in capture.events if e.type in RESTORED_EVENTS)
-    if not observe and not events:
-        return None
-    return HostState(observe=observe, events=events)
+    return HostState(observe=observe, events=events, cwd=located)
+
+
+def relocated(frame: ResultFrame, cwd: str) -> ResultFrame:
+    """``frame`` with the recording's cwd replaced by ``cwd`` in its value and content."""
+    host = frame.host
+    if host is UNSET or not host.cwd or host.cwd == cwd or not cwd:
+        return frame
+    old, new = _escaped(host.cwd), _escaped(cwd)
+
+    def moved(raw: Raw | UnsetType) -> Raw | UnsetType:
+        return raw if raw is UNSET else Raw(bytes(raw).replace(old, new))
+
+    return msgspec.structs.replace(frame, value=moved(frame.value), content=moved(frame.content))
 
 
 def restored(state: HostState, cwd: str) -> Raw:

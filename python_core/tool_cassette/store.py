@@ -39,7 +39,6 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     Frame,
     HeaderFrame,
     HostEvent,
-    HostState,
     ResultFrame,
     StartFrame,
     decode_frame,
@@ -270,8 +269,8 @@ def _compact(frame: ResultFrame) -> ResultFrame:
         cancellation = Cancellation(error=cancellation.error, content=cancellation.content.copy())
     host = frame.host
     if host is not UNSET:
-        host = HostState(observe=host.observe,
-                         events=tuple(HostEvent(type=e.type, data=e.data.copy()) for e in host.events))
+        host = msgspec.structs.replace(
+            host, events=tuple(HostEvent(type=e.type, data=e.data.copy()) for e in host.events))
     return msgspec.structs.replace(
         frame, prev="", hash=UNSET, value=_copy(frame.value), content=_copy(frame.content),
         meta=_copy(frame.meta), additionalContexts=frame.additionalContexts.copy(),

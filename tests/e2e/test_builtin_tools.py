@@ -75,7 +75,7 @@ def test_a_replayed_read_and_todo_write_leave_the_host_state_the_real_calls_left
     lines = [json.loads(line) for line in (dsh.cwd / CASSETTE).read_text().splitlines()]
     assert lines[0]["version"] == 2
     hosts = [line.get("host") for line in lines if line["kind"] == "call/result"]
-    assert hosts[0] == {"observe": ["notes.txt"]}
+    assert hosts[0]["observe"] == ["notes.txt"]
     assert hosts[1]["events"][0]["type"] == "todo/write"
 
     notes.write_text("alpha, changed\n")  # a real read would now answer otherwise
@@ -124,3 +124,22 @@ def test_an_unselected_call_using_a_selected_calls_outside_effect_is_named_at_re
     assert codes == ["TOOL_DEPENDENCY", "TOOL_DEPENDENCY"]
     assert "TOOL_DEPENDENCY: unselected read at root/2 uses made.txt" in replayed.stderr
     assert "fix: select both calls' tools in toolCassette.include, or neither" in replayed.stderr
+
+
+def test_a_replayed_write_in_another_folder_reports_that_folders_path_and_writes_nothing(dsh: DshRunner) -> None:
+    steps = [{"tool": "write", "args": {"file_path": "out.txt", "content": "made\n"}}]
+    recorded = _run(dsh, steps, "once", ["write"])
+    assert recorded.ok, recorded.explain()
+    assert str(dsh.cwd) in recorded.tool_results[0].output
+    moved = dsh.cwd / "moved"
+    moved.mkdir()
+    (moved / CASSETTE).write_bytes((dsh.cwd / CASSETTE).read_bytes())
+    script = {"type": "dsh-mock-script", "version": 1, "steps": steps}
+    replayed = run(None, script=script, cwd=moved, host=dsh.host, patches=dsh.patches,
+                   tool_cassette=ToolCassette(file=CASSETTE, include=["write"]), record_mode="none", trace=TRACE)
+    dsh.runs.append(replayed)
+    assert replayed.ok, replayed.explain()
+    output = replayed.tool_results[0].output
+    print(recorded.tool_results[0].output, "->", output)
+    assert f"{moved}/out.txt" in output and f"{dsh.cwd}/out.txt" not in output
+    assert not (moved / "out.txt").exists()

@@ -214,7 +214,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.dependencies": ["DependencyTracker", "PATH_ARGUMENTS", "ToolDependency"],
     "python_core.tool_cassette.host_state": [
-        "HostCapture", "HostEvent", "HostState", "Observed", "RESTORED_EVENTS", "kept", "restored",
+        "HostCapture", "HostEvent", "HostState", "Observed", "RESTORED_EVENTS", "kept", "relocated", "restored",
     ],
     "python_core.tool_cassette.store": [
         "Cassette", "RecordedCall", "Recorder", "VerifyReport", "load", "verify_file",
