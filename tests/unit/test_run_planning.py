@@ -68,9 +68,12 @@ def test_an_incomplete_recording_leaves_the_old_cassette_and_only_the_partial_it
     partial = Path(f"{plan.write_to}.partial")
     partial.write_text("half")
     (tmp_path / f"{plan.write_to.name}.writer.lock").mkdir()
-    assert not _publish(plan, complete=False)
+    assert not _publish(plan, complete=False, named=True)
     assert target.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == sorted(["c.ndjson", partial.name])
+    # Without a report (DSH killed, timed out) no message names the partial: it goes.
+    assert not _publish(plan, complete=False)
+    assert os.listdir(tmp_path) == ["c.ndjson"]
 
 
 def test_a_private_home_links_everything_but_the_profile_root(tmp_path: Path) -> None:
