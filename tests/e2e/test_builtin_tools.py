@@ -106,7 +106,6 @@ def test_an_unselected_call_using_a_selected_calls_outside_effect_is_named_at_re
     include = ["write", "bash"]
     recorded = _run(dsh, steps, "once", include)
     assert recorded.ok, recorded.explain()
-    print(recorded.stderr)
     assert ("warning: TOOL_DEPENDENCY: unselected read at root/2 uses made.txt, which the selected write at "
             "root/0 made outside DSH; a replay serves write without doing it; fix: select both calls' tools in "
             "toolCassette.include, or neither (docs/builtin-tools.md)") in recorded.stderr
@@ -116,7 +115,6 @@ def test_an_unselected_call_using_a_selected_calls_outside_effect_is_named_at_re
 
     (dsh.cwd / "made.txt").unlink()
     replayed = _run(dsh, steps, "none", include)
-    print(replayed.stderr)
     assert not replayed.ok
     assert _actions(dsh.cwd)[:2] == [("write", "serve"), ("bash", "serve")]
     assert not (dsh.cwd / "made.txt").exists()
@@ -140,6 +138,5 @@ def test_a_replayed_write_in_another_folder_reports_that_folders_path_and_writes
     dsh.runs.append(replayed)
     assert replayed.ok, replayed.explain()
     output = replayed.tool_results[0].output
-    print(recorded.tool_results[0].output, "->", output)
     assert f"{moved}/out.txt" in output and f"{dsh.cwd}/out.txt" not in output
     assert not (moved / "out.txt").exists()
