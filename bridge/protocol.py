@@ -19,6 +19,7 @@ from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
 from dsh_sidecar.python_core.subagent_cassette.host import ParentFacts
 from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.tool_cassette.host_state import HostCapture
 
 __all__ = [
     "INITIALIZE",
@@ -157,6 +158,7 @@ class ExecuteDecision(_Closed):
     On ``serve`` the shim defers ``deferContexts`` first, and returns ``cancellation`` instead
     of ``result`` when the caller's signal is already aborted. ``post: false`` tells the shim
     that this call's ``tools/post-execute`` needs no round trip (it accepts without asking).
+    A served call's ``host`` (``host_state.restored``) is applied before its result returns.
     """
 
     action: Literal["next", "serve", "refuse"]
@@ -166,6 +168,7 @@ class ExecuteDecision(_Closed):
     code: str = ""
     message: str = ""
     post: bool = True
+    host: msgspec.Raw | None = None
 
 
 class PostExecuteParams(_Closed):
@@ -175,6 +178,8 @@ class PostExecuteParams(_Closed):
     path: str | None
     tool: str
     result: ToolResult
+    # What DSH tracked while the real body ran (file observations, session events appended).
+    host: HostCapture | None = None
 
 
 class PostExecuteDecision(_Closed):

@@ -416,8 +416,12 @@ def _plan(kind: Literal["tool", "subagent", "model"], file: str, cwd: Path, reco
     return _Plan(kind=kind, target=target, name=name, mode="record", write_to=private, record_mode=record_mode)
 
 
-def _publish(plan: _Plan, complete: bool) -> bool:
-    """Move a complete private recording into place; drop an incomplete one. True if published."""
+def _publish(plan: _Plan, complete: bool, named: bool = False) -> bool:
+    """Move a complete private recording into place; drop an incomplete one. True if published.
+
+    ``named``: the sidecar reported the unpublished recording (its error names the ``.partial``
+    it kept), so the partial stays; with no report (DSH killed, timed out) nothing names it.
+    """
     private = plan.write_to
     try:
         if not complete or not private.is_file():
@@ -435,8 +439,10 @@ def _publish(plan: _Plan, complete: bool) -> bool:
     except FileExistsError:
         return False
     finally:
-        for leftover in (private, Path(f"{private}.partial")):
-            leftover.unlink(missing_ok=True)
+        private.unlink(missing_ok=True)
+        # An unpublished recording's partial is the evidence its error names ("kept ...partial").
+        if not named:
+            Path(f"{private}.partial").unlink(missing_ok=True)
         shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
 
 
@@ -702,7 +708,8 @@ def run(
     for plan in plans:
         count = counts.get(plan.kind)
         complete = clean and count is not None and count.published
-        published = _publish(plan, complete) if plan.mode == "record" else False
+        named = count is not None and not count.published
+        published = _publish(plan, complete, named) if plan.mode == "record" else False
         summaries[plan.kind] = _summary(plan, count, published)
     return _result(host, text, report, code, out, err, timed_out, duration_ms, summaries)
 

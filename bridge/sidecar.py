@@ -111,7 +111,8 @@ class Sidecar:
         guarded = config.live_tools is not None
         if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
                 or guarded):
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools)
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
+                                        config.cwd)
             hooks.append("tools")
         # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
         ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
@@ -303,7 +304,8 @@ class Sidecar:
         if params.phase == "start":
             self.turns.start(params.sessionId, params.turn)
         else:
-            self.turns.end(params.sessionId, params.turn, params.reason)
+            busy = self.tools is not None and self.tools.busy()
+            self.turns.end(params.sessionId, params.turn, params.reason, busy)
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""

@@ -9,6 +9,8 @@ a ``toolCassette`` section every call passes through. A recording's lines go to 
 
 from __future__ import annotations
 
+import os
+
 import anyio
 import msgspec
 from msgspec import UNSET
@@ -27,6 +29,7 @@ from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
+from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
@@ -34,11 +37,13 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     PostEvent,
     RecordSession,
     Refuse,
+    ReplaySession,
     ResultEvent,
     Serve,
     ToolCassetteSession,
     ToolResult,
 )
+from dsh_sidecar.python_core.tool_cassette.host_state import kept, restored
 
 __all__ = ["ToolHooks"]
 
@@ -54,16 +59,23 @@ class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
     def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
-                 stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None) -> None:
+                 stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "") -> None:
         self.trace = trace
         self.stubs = stubs
         self.live_tools = live_tools
         self.blocked: list[SidecarError] = []
+        self.cwd = cwd or os.getcwd()
         self.mock = mock
         self.cassette = cassette
         self.recording = cassette if isinstance(cassette, RecordSession) else None
         self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
+        self.dependencies = DependencyTracker(self.cwd)
+        if isinstance(cassette, ReplaySession):
+            cassette.cwd = self.cwd
+        # Unselected calls that depend on a selected call's outside effect, by handle.
+        self._depends: dict[str, ToolDependency] = {}
+        self._named: list[ToolDependency] = []
 
     def _failed(self, error: SidecarError) -> None:
         assert self.recording is not None
@@ -71,15 +83,15 @@ class ToolHooks:
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
-             stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None) -> ToolHooks:
+             stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "") -> ToolHooks:
         """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools;
-        ``live_tools``: the offline guard.
+        ``live_tools``: the offline guard; ``cwd``: the session's.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette, stubs, live_tools)
+        return cls(trace, mock, cassette, stubs, live_tools, cwd)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -107,6 +119,12 @@ class ToolHooks:
             if all(getattr(e, "tool", None) != params.tool for e in self.blocked):
                 self.blocked.append(blocked)
             return self._decided(params, Refuse(error=blocked))
+        if self.cassette is not None:
+            dependency = self.dependencies.call(params.tool, params.path, params.args, cassette is not None)
+            if dependency is not None and self.recording is not None:
+                self._named.append(dependency)  # a warning at record time: the run still records
+            elif dependency is not None:
+                self._depends[params.handle] = dependency
         if cassette is None and not self.trace.enabled:
             return _NEXT_NO_POST
         if cassette is None:
@@ -157,6 +175,7 @@ class ToolHooks:
             decision = ExecuteDecision(
                 action="serve", result=outcome.result, deferContexts=outcome.additionalContexts,
                 cancellation=outcome.cancellation,
+                host=None if outcome.host is None else restored(outcome.host, self.cwd),
             )
         self.trace.write(
             "tools/execute", tool=params.tool, path=params.path, handle=params.handle, action=decision.action,
@@ -171,7 +190,8 @@ class ToolHooks:
             return _ACCEPT
         try:
             refused = cassette.on_post_execute(
-                PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result)
+                PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result,
+                          host=kept(params.host, self.cwd, msgspec.json.encode(params.result)))
             )
         except SidecarError as error:
             refused = Refuse(error=error)
@@ -186,6 +206,9 @@ class ToolHooks:
             result = params.result
             message = None if result.error is UNSET else result.error.message
             self.mock.observe(params.sessionId, params.callId, params.tool, result.isError, _code(result), message)
+        dependency = self._depends.pop(params.handle, None)
+        if dependency is not None and params.result.isError:
+            self._named.append(dependency)  # the replay failed on it: an error
         cassette = self._selected(params.tool)
         if cassette is not None:
             try:
@@ -200,6 +223,10 @@ class ToolHooks:
             if ticket is not None and self.writer is not None:
                 return Later(self.writer, ticket, _no_answer)
         return None
+
+    def busy(self) -> bool:
+        """Whether a selected call of the recording is open or was cut short (see ``TurnLedger``)."""
+        return self.recording is not None and self.recording.busy()
 
     async def _close_recording(self, recording: RecordSession, writer: LineWriter,
                                interruption: str | None) -> CloseReport:
@@ -242,7 +269,10 @@ class ToolHooks:
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
-        return [*self.blocked, *stub_errors, *report.errors], [note, *stub_notes]
+        errors = [*self.blocked, *stub_errors, *report.errors]
+        if self.recording is not None:
+            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note, *stub_notes]
+        return [*errors, *self._named], [note, *stub_notes]
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

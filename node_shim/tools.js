@@ -11,6 +11,8 @@ import { codeOf, messageOf } from './rpc.js'
  * @typedef {import('./rpc.js').Rpc} Rpc
  * @typedef {import('./types').Context} Context
  * @typedef {import('./types').ToolCall} ToolCall
+ * @typedef {import('./types').HostCapture} HostCapture
+ * @typedef {import('./types').HostRestore} HostRestore
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecution} ToolExecution
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionToken} ToolExecutionToken
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionFailure} ToolExecutionFailure
@@ -48,6 +50,14 @@ export function installToolHooks(ctx, rpc, ask = true) {
   const noPost = new WeakSet()
   /** @type {Map<string, number>} */
   const children = new Map()
+  /** the handle of the call whose real body runs in this async context @type {AsyncLocalStorage<string>} */
+  const bodyOf = new AsyncLocalStorage()
+  /**
+   * What DSH tracked while a body ran (file observations, appended session events), sent with
+   * its post-execute; Python keeps what a replay must restore.
+   * @type {Map<string, HostCapture>}
+   */
+  const hostState = new Map()
   let roots = 0
   let handles = 0
   /** @param {{ token: ToolExecutionToken }} exec */
@@ -82,19 +92,34 @@ export function installToolHooks(ctx, rpc, ask = true) {
         return failure(codeOf(error) ?? 'SIDECAR_UNAVAILABLE', messageOf(error))
       }
       if (decision.post === false) noPost.add(exec.token)
-      if (decision.action === 'next') return next()
+      if (decision.action === 'next') {
+        if (decision.post === false) return next()
+        hostState.set(handle, { observed: [], events: [] })
+        return bodyOf.run(handle, next)
+      }
       if (decision.action === 'refuse') return failure(decision.code, decision.message)
       for (const context of decision.deferContexts ?? []) exec.deferContext(context)
+      await restoreHost(ctx, exec, decision.host)
       return exec.signal.aborted && decision.cancellation ? decision.cancellation : decision.result
     })
   }, { prepend: true })
 
+  ctx.on('fs/observed', (target, observation) => {
+    hostState.get(bodyOf.getStore() ?? '')?.observed.push({ path: target.displayPath, kind: observation.kind })
+  })
+  ctx.on('session/event', (_session, event) => {
+    hostState.get(bodyOf.getStore() ?? '')?.events.push({ type: event.type, data: event.data })
+  })
+
   ctx.on('tools/post-execute', async (exec, result, next) => {
     if (!ask || noPost.has(exec.token)) return next()
+    const handle = handleOf(exec)
+    const host = hostState.get(handle)
+    hostState.delete(handle)
     let decision
     try {
       decision = await rpc.request('tools/post-execute', {
-        handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, result,
+        handle, path: tokenPath.get(exec.token) ?? null, tool: exec.name, result, host,
       })
     } catch (error) {
       decision = { action: 'refuse', code: codeOf(error) ?? 'SIDECAR_UNAVAILABLE', message: messageOf(error) }
@@ -105,9 +130,27 @@ export function installToolHooks(ctx, rpc, ask = true) {
 
   // Results are serialized as they are sent, so the wire carries a snapshot without a copy here.
   ctx.on('tools/result', (exec, result) => {
+    hostState.delete(handleOf(exec))
     rpc.notify('tools/result', {
       handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result,
       sessionId: exec.agent === undefined ? null : String(exec.agent.id),
     })
   })
+}
+
+/**
+ * Apply the host state Python chose for a served call: observe each file as it is now (the
+ * version token is the backend's and cannot be replayed), then append each session event.
+ * @param {Context} ctx @param {ToolCall} exec
+ * @param {HostRestore | null | undefined} host
+ */
+async function restoreHost(ctx, exec, host) {
+  for (const path of host?.observe ?? []) {
+    // The paths came from fs/observed at record time: the fs service that emitted them is loaded.
+    const fs = /** @type {NonNullable<Context['fs']>} */ (ctx.get('fs'))
+    const target = await fs.resolve(path)
+    const info = await fs.stat(target)
+    ctx.emit('fs/observed', target, info ? { kind: 'present', version: info.version } : { kind: 'absent' }, exec)
+  }
+  for (const event of host?.events ?? []) exec.agent?.session.append(event.type, event.data)
 }

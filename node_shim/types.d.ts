@@ -7,15 +7,17 @@ import type { Context } from '@deepseek-ai/cordis'
 import type { StreamChunk } from '@deepseek-ai/dsh-llm'
 import type { SubagentResult } from '@deepseek-ai/dsh-subagent'
 import type { ToolDispatchExecution, ToolExecutionResult, ToolRunContext } from '@deepseek-ai/dsh-tools'
-import type { UserMessage } from '@deepseek-ai/dsh-session'
+import type { SessionEventMap, UserMessage } from '@deepseek-ai/dsh-session'
 
 // Each package augments cordis' `Context` and `Events` with its service and events.
 import '@deepseek-ai/dsh-agent'
 import '@deepseek-ai/dsh-commands'
+import '@deepseek-ai/dsh-fs'
 import '@deepseek-ai/dsh-llm'
 import '@deepseek-ai/dsh-session'
 import '@deepseek-ai/dsh-subagent'
 import '@deepseek-ai/dsh-tools'
+import '@deepseek-ai/dsh-tool-todo'
 
 export type { Context }
 
@@ -62,8 +64,17 @@ export interface ShutdownResult {
  */
 export type ExecuteDecision = { post?: boolean } & (
   | { action: 'next' }
-  | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult }
+  | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult, host?: HostRestore | null }
   | { action: 'refuse', code: string, message: string })
+
+/** What DSH tracked while a real body ran (`tools/post-execute`'s `host`). */
+export type HostCapture = { observed: { path: string, kind: string }[], events: { type: string, data: unknown }[] }
+
+/**
+ * The host state Python chose to restore for a served call: absolute paths to observe, and
+ * the session events of the types it restores (host_state.RESTORED_EVENTS), verbatim.
+ */
+export type HostRestore = { observe?: string[], events?: { type: 'todo/write', data: SessionEventMap['todo/write'] }[] }
 
 /** The `tools/post-execute` answer. */
 export type PostExecuteDecision = { action: 'accept' } | { action: 'refuse', code: string, message: string }
@@ -145,7 +156,7 @@ export interface Methods {
     result: ExecuteDecision
   }
   'tools/post-execute': {
-    params: { handle: string, path: string | null, tool: string, result: WireResult }
+    params: { handle: string, path: string | null, tool: string, result: WireResult, host?: HostCapture }
     result: PostExecuteDecision
   }
   'llm/stream': {

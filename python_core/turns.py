@@ -6,6 +6,11 @@ or SIGINT disposes its plugins mid-turn: the turn never logs ``turn/end``, so it
 here and the recording is refused. ``completed``, ``error``, ``blocked`` and ``max-tokens``
 are real ends: the recording holds everything that turn did.
 
+A follow-up turn (one after a turn of the same session really ended) that ends ``aborted``
+while no selected call was open or cut short (``busy`` false) is not an interruption: headless
+DSH aborts the follow-up turn a goal driver starts after ``create_goal``, and the recording
+already holds every selected call of the task. An abort during a selected call still is.
+
 The shim forwards each ``turn/start`` and ``turn/end`` session event (``session/turn``); this
 ledger only counts them. It is sans-I/O and decides nothing about files.
 """
@@ -39,16 +44,22 @@ class TurnLedger:
         self._open: dict[tuple[str, int], None] = {}
         self._ended = 0
         self._cut: tuple[int, str] | None = None
+        # Sessions with at least one turn that really ended: later aborted turns are follow-ups.
+        self._settled: set[str] = set()
 
     def start(self, session: str, turn: int) -> None:
         """A turn started in ``session``."""
         self._open[(session, turn)] = None
 
-    def end(self, session: str, turn: int, reason: str | None) -> None:
-        """A turn ended with ``reason`` (the ``turn/end`` reason kind)."""
+    def end(self, session: str, turn: int, reason: str | None, busy: bool = False) -> None:
+        """A turn ended with ``reason``; ``busy``: a selected call was open or cut short in it."""
         self._open.pop((session, turn), None)
         self._ended += 1
-        if self._cut is None and (reason is None or reason in INTERRUPTED_REASONS):
+        if reason is not None and reason not in INTERRUPTED_REASONS:
+            self._settled.add(session)
+            return
+        follow_up = session in self._settled and not busy and reason is not None
+        if self._cut is None and not follow_up:
             self._cut = (turn, reason or "no reason")
 
     def interruption(self) -> str | None:

@@ -57,6 +57,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     Cancellation,
     CompleteFrame,
     HeaderFrame,
+    HostState,
     ResultFrame,
     StartFrame,
     ToolErrorInfo,
@@ -65,6 +66,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     canonical_text,
     encode,
 )
+from dsh_sidecar.python_core.tool_cassette.host_state import relocated
 from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
@@ -112,12 +114,16 @@ class ExecuteEvent(msgspec.Struct, frozen=True):
 
 
 class PostEvent(msgspec.Struct, frozen=True):
-    """A selected call reached ``tools/post-execute``; ``result`` is the listener's input."""
+    """A selected call reached ``tools/post-execute``; ``result`` is the listener's input.
+
+    ``host``: the host state its real body left, to record (``host_state.kept``).
+    """
 
     handle: str
     path: str
     tool: str
     result: ToolResult
+    host: HostState | None = None
 
 
 class ResultEvent(msgspec.Struct, frozen=True):
@@ -148,6 +154,7 @@ class Serve(msgspec.Struct, frozen=True):
     cancellation: Raw | None = None
     delay_ms: int = 0
     """A fault overlay's delay: the bridge answers this long after the call came in."""
+    host: HostState | None = None
 
 
 class Refuse(msgspec.Struct, frozen=True):
@@ -336,6 +343,7 @@ def _serve(record: RecordedCall) -> Serve:
     return Serve(
         ordinal=record.ordinal, result=Raw(encode(body)),
         additionalContexts=frame.additionalContexts, cancellation=cancellation,
+        host=None if frame.host is UNSET else frame.host,
     )
 
 
@@ -516,6 +524,7 @@ class RecordSession(ToolCassetteSession):
         self._chain = Chain()
         self._writes: list[bytes] = []
         self._recorded = 0
+        self._cut_short = 0
 
     @classmethod
     def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
@@ -633,6 +642,8 @@ class RecordSession(ToolCassetteSession):
             try:
                 call.frame = _redact_outcome(self._filters, call.tool,
                                              capture_outcome(event.result, call.ordinal))
+                if event.host is not None:
+                    call.frame = msgspec.structs.replace(call.frame, host=event.host)
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
             except ValueError as exc:
@@ -660,6 +671,8 @@ class RecordSession(ToolCassetteSession):
             return
         frame = call.frame
         final = event.result
+        if _is_abort(final):
+            self._cut_short += 1
         if not frame.isError and _is_abort(final):
             assert final.error is not UNSET
             try:
@@ -675,6 +688,10 @@ class RecordSession(ToolCassetteSession):
             self._fail(error)
             return
         self._recorded += 1
+
+    def busy(self) -> bool:
+        """Whether a selected call is open now or any was cut short by an abort."""
+        return self._pending() > 0 or self._cut_short > 0
 
     def finish(self, interruption: str | None = None) -> bool:
         """Decide the end of the recording; true: write ``take_writes()`` (the tail), then publish.
@@ -752,6 +769,8 @@ class ReplaySession(ToolCassetteSession):
         self._consumed = 0
         self._injected = 0
         self._injected_failures = 0
+        # The session cwd: recorded outcomes naming the recording's cwd are served with this one.
+        self.cwd = ""
         self._name = os.path.basename(config.file)
 
     @classmethod
@@ -825,6 +844,8 @@ class ReplaySession(ToolCassetteSession):
         if fault is not None:
             self._injected += 1
         self._consumed += 1
+        if self.cwd:
+            record = msgspec.structs.replace(record, result=relocated(record.result, self.cwd))
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
         self._calls[event.handle] = call

@@ -20,12 +20,15 @@ from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 __all__ = [
     "GENESIS",
     "PROTOCOL",
+    "READABLE_VERSIONS",
     "VERSION",
     "AnyFrame",
     "Cancellation",
     "CompleteFrame",
     "Frame",
     "HeaderFrame",
+    "HostEvent",
+    "HostState",
     "ResultFrame",
     "StartFrame",
     "ToolErrorInfo",
@@ -39,7 +42,9 @@ __all__ = [
 ]
 
 PROTOCOL = "dsh-tool-cassette"
-VERSION = 1
+VERSION = 2
+# Version 1 files have no ``host`` member on ``call/result``: their replays restore no host state.
+READABLE_VERSIONS = frozenset({1, 2})
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -107,6 +112,22 @@ class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):
     argsDigest: str
 
 
+class HostEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
+    """One session event appended during a body: its type and data, verbatim."""
+
+    type: str
+    data: Raw
+
+
+class HostState(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """The ``host`` member of ``call/result``: paths to observe again, events to append again."""
+
+    observe: tuple[str, ...] = ()
+    events: tuple[HostEvent, ...] = ()
+    # The session cwd at record time, when the outcome names paths below it (a write's ``path``).
+    cwd: str = ""
+
+
 class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
     """Outcome of the call started with ``ordinal``, at the ``tools/post-execute`` input.
 
@@ -122,6 +143,7 @@ class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
     meta: Raw | UnsetType = UNSET
     additionalContexts: Raw
     cancellation: Cancellation | UnsetType = UNSET
+    host: HostState | UnsetType = UNSET
 
 
 class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):

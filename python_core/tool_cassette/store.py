@@ -32,11 +32,13 @@ from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, Cassett
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,
+    READABLE_VERSIONS,
     VERSION,
     AnyFrame,
     Cancellation,
     Frame,
     HeaderFrame,
+    HostEvent,
     ResultFrame,
     StartFrame,
     decode_frame,
@@ -207,9 +209,9 @@ class _Scanner:
             raise CassetteInvalid("first frame is not a header", line=1)
         if protocol != PROTOCOL:
             raise CassetteInvalid("not a dsh-tool-cassette file", line=1, kind="header")
-        if version != VERSION:
+        if isinstance(version, bool) or version not in READABLE_VERSIONS:
             shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            reason = f"unsupported protocol version {shown} (this build reads {VERSION})"
+            reason = f"unsupported protocol version {shown} (this build reads 1 and {VERSION})"
             raise CassetteInvalid(reason, line=1, kind="header")
 
     def _check(self, frame: AnyFrame) -> None:
@@ -238,6 +240,8 @@ class _Scanner:
                 started = 0 <= frame.ordinal < self.started
                 raise ValueError("duplicate result" if started else "result without a start")
             _check_result(frame)
+            if frame.host is not UNSET and self.header.version < 2:
+                raise ValueError("host state in a version 1 file")
             del self.open_calls[frame.ordinal]
             if self.keep:
                 self.results[frame.ordinal] = _compact(frame)
@@ -264,10 +268,14 @@ def _compact(frame: ResultFrame) -> ResultFrame:
     cancellation = frame.cancellation
     if cancellation is not UNSET:
         cancellation = Cancellation(error=cancellation.error, content=cancellation.content.copy())
+    host = frame.host
+    if host is not UNSET:
+        host = msgspec.structs.replace(
+            host, events=tuple(HostEvent(type=e.type, data=e.data.copy()) for e in host.events))
     return msgspec.structs.replace(
         frame, prev="", hash=UNSET, value=_copy(frame.value), content=_copy(frame.content),
         meta=_copy(frame.meta), additionalContexts=frame.additionalContexts.copy(),
-        cancellation=cancellation,
+        cancellation=cancellation, host=host,
     )
 
 
@@ -333,7 +341,7 @@ def verify_file(path: str) -> VerifyReport:
 
 
 def _report(scanner: _Scanner, error: CassetteInvalid | None) -> VerifyReport:
-    version = VERSION if scanner.header is not None else None
+    version = scanner.header.version if scanner.header is not None else None
     return VerifyReport(
         valid=error is None,
         version=version,

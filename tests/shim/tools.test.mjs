@@ -16,7 +16,7 @@ function setup(answer = () => ({ action: 'next' })) {
   }
   installToolHooks(ctx, rpc)
   const on = (name) => listeners.get(name).fn
-  return { listeners, requests, notes, on }
+  return { listeners, requests, notes, on, ctx }
 }
 
 let tokens = 0
@@ -71,7 +71,7 @@ test('without post: false, post-execute asks, and a refusal fails the call with 
   await assert.rejects(on('tools/post-execute')(call, OK, async () => assert.fail('must not accept')),
     (error) => error instanceof HarnessError && error.name === 'SidecarError' && error.code === 'CASSETTE_CONCLUDES_TURN'
       && error.message === 'CASSETTE_CONCLUDES_TURN: echo at root/0')
-  assert.deepEqual(requests[1].params, { handle: 'h1', path: 'root/0', tool: 'echo', result: OK })
+  assert.deepEqual(requests[1].params, { handle: 'h1', path: 'root/0', tool: 'echo', result: OK, host: { observed: [], events: [] } })
   const dead = setup((method) => { if (method === 'tools/post-execute') throw new Error('pipe closed'); return { action: 'next' } })
   const other = exec()
   await dead.on('tools/execute')(other, async () => OK)
@@ -85,6 +85,34 @@ test('serve returns the recorded result without the body, after deferring its co
   const call = exec()
   assert.equal(await on('tools/execute')(call, async () => assert.fail('the body must not run')), OK)
   assert.deepEqual(call.deferred, [context])
+})
+
+test('a real body reports what DSH tracked in its context; serve restores the host state Python sent', async () => {
+  const { requests, listeners, on } = setup((method) => (method === 'tools/post-execute' ? { action: 'accept' } : { action: 'next' }))
+  const call = exec()
+  await on('tools/execute')(call, async () => {
+    on('fs/observed')({ displayPath: '/w/a.txt', targetKey: 'k' }, { kind: 'present', version: 'v1' })
+    on('session/event')({}, { type: 'todo/write', data: { todos: [] } })
+    return OK
+  })
+  on('fs/observed')({ displayPath: '/w/outside.txt' }, { kind: 'absent' })  // no body runs here
+  await on('tools/post-execute')(call, OK, async () => ({ kind: 'accept' }))
+  assert.deepEqual(requests[1].params.host, {
+    observed: [{ path: '/w/a.txt', kind: 'present' }], events: [{ type: 'todo/write', data: { todos: [] } }],
+  })
+  const emitted = []
+  const appended = []
+  const served = setup(() => ({ action: 'serve', result: OK, host: { observe: ['/w/a.txt', '/w/gone'], events: [{ type: 'todo/write', data: { todos: [1] } }] } }))
+  const fs = { resolve: async (path) => ({ displayPath: path }), stat: async (target) => (target.displayPath === '/w/a.txt' ? { version: 'v2' } : undefined) }
+  served.ctx.get = (name) => (name === 'fs' ? fs : undefined)
+  served.ctx.emit = (...args) => emitted.push(args)
+  const replayed = exec('echo', { agent: { session: { append: (type, data) => appended.push({ type, data }) } } })
+  assert.equal(await served.on('tools/execute')(replayed, async () => assert.fail('the body must not run')), OK)
+  assert.deepEqual(emitted.map(([name, target, observation]) => [name, target.displayPath, observation]), [
+    ['fs/observed', '/w/a.txt', { kind: 'present', version: 'v2' }], ['fs/observed', '/w/gone', { kind: 'absent' }],
+  ])
+  assert.deepEqual(appended, [{ type: 'todo/write', data: { todos: [1] } }])
+  assert.equal(listeners.has('fs/observed'), true)
 })
 
 test('serve on an aborted call returns the recorded cancellation', async () => {

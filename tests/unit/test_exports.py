@@ -221,9 +221,13 @@ EXPORTS: dict[str, list[str]] = {
         "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
-        "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "PROTOCOL", "ResultFrame",
-        "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION", "canonical_payload", "canonical_text", "decode_frame",
-        "encode", "probe_header", "seal",
+        "AnyFrame", "Cancellation", "CompleteFrame", "Frame", "GENESIS", "HeaderFrame", "HostEvent", "HostState",
+        "PROTOCOL", "READABLE_VERSIONS", "ResultFrame", "StartFrame", "ToolErrorInfo", "ToolFailure", "VERSION",
+        "canonical_payload", "canonical_text", "decode_frame", "encode", "probe_header", "seal",
+    ],
+    "python_core.tool_cassette.dependencies": ["DependencyTracker", "PATH_ARGUMENTS", "ToolDependency"],
+    "python_core.tool_cassette.host_state": [
+        "HostCapture", "HostEvent", "HostState", "Observed", "RESTORED_EVENTS", "kept", "relocated", "restored",
     ],
     "python_core.tool_cassette.store": [
         "Cassette", "RecordedCall", "Recorder", "VerifyReport", "check_lines", "load", "verify_file",

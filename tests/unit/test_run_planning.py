@@ -59,13 +59,21 @@ def test_publish_is_create_only_for_once_and_a_replace_for_all(tmp_path: Path) -
     assert target.read_text() == "new" and os.listdir(tmp_path) == ["c.ndjson"]
 
 
-def test_an_incomplete_recording_leaves_the_old_cassette_and_no_leftovers(tmp_path: Path) -> None:
+def test_an_incomplete_recording_leaves_the_old_cassette_and_only_the_partial_its_error_names(
+    tmp_path: Path,
+) -> None:
     target = tmp_path / "c.ndjson"
     target.write_text("old")
     plan = _plan("tool", "c.ndjson", tmp_path, "all", "hint")
-    Path(f"{plan.write_to}.partial").write_text("half")
+    partial = Path(f"{plan.write_to}.partial")
+    partial.write_text("half")
+    (tmp_path / f"{plan.write_to.name}.writer.lock").mkdir()
+    assert not _publish(plan, complete=False, named=True)
+    assert target.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == sorted(["c.ndjson", partial.name])
+    # Without a report (DSH killed, timed out) no message names the partial: it goes.
     assert not _publish(plan, complete=False)
-    assert target.read_text() == "old" and os.listdir(tmp_path) == ["c.ndjson"]
+    assert os.listdir(tmp_path) == ["c.ndjson"]
 
 
 def test_a_private_home_links_everything_but_the_profile_root(tmp_path: Path) -> None:

@@ -48,6 +48,36 @@ def test_an_aborted_turn_is_an_interruption(reason: str | None) -> None:
     assert ledger.interruption() == f"turn 1 ended {reason or 'no reason'}"
 
 
+def test_an_aborted_follow_up_turn_with_no_selected_call_open_is_not_an_interruption() -> None:
+    # create_goal headless: the goal driver's follow-up turn ends aborted after the task's turn.
+    ledger = TurnLedger()
+    ledger.start("s1", 1)
+    ledger.end("s1", 1, "completed")
+    ledger.start("s1", 2)
+    ledger.end("s1", 2, "aborted", busy=False)
+    assert ledger.interruption() is None
+
+
+def test_an_aborted_follow_up_turn_during_a_selected_call_is_an_interruption() -> None:
+    ledger = TurnLedger()
+    ledger.start("s1", 1)
+    ledger.end("s1", 1, "completed")
+    ledger.start("s1", 2)
+    ledger.end("s1", 2, "aborted", busy=True)
+    assert ledger.interruption() == "turn 2 ended aborted"
+
+
+def test_a_follow_up_in_another_session_or_without_a_reason_is_an_interruption() -> None:
+    ledger = TurnLedger()
+    ledger.end("s1", 1, "completed")
+    ledger.end("s2", 2, "aborted")
+    assert ledger.interruption() == "turn 2 ended aborted"
+    ledger = TurnLedger()
+    ledger.end("s1", 1, "completed")
+    ledger.end("s1", 2, None)
+    assert ledger.interruption() == "turn 2 ended no reason"
+
+
 def test_no_turn_at_all_is_an_interruption() -> None:
     assert TurnLedger().interruption() == "no agent turn ran to its end"
 

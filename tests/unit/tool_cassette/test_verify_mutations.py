@@ -10,8 +10,9 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
+from dsh_sidecar.python_core.cassette_io import Chain
 from dsh_sidecar.python_core.tool_cassette.cli import main
-from dsh_sidecar.python_core.tool_cassette.format import decode_frame, seal
+from dsh_sidecar.python_core.tool_cassette.format import HeaderFrame, HostState, ResultFrame, decode_frame, seal
 from dsh_sidecar.python_core.tool_cassette.store import verify_file
 
 
@@ -82,8 +83,32 @@ def test_a_flipped_byte_in_a_value_is_a_hash_mismatch(lines: list[bytes], tmp_pa
 
 
 def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> None:
-    assert str(verify_bytes(tmp_path, with_header_version(lines, 2)).error) == (
-        "CASSETTE_INVALID: line 1 header: unsupported protocol version 2 (this build reads 1)"
+    assert str(verify_bytes(tmp_path, with_header_version(lines, 3)).error) == (
+        "CASSETTE_INVALID: line 1 header: unsupported protocol version 3 (this build reads 1 and 2)"
+    )
+
+
+def _rechained(lines: list[bytes], version: int, host: HostState | None = None) -> bytes:
+    """The file re-sealed with header ``version`` (and ``host`` on its first result)."""
+    chain, out = Chain(), []
+    for raw in lines:
+        frame = decode_frame(raw[:-1])
+        if isinstance(frame, HeaderFrame):
+            frame = msgspec.structs.replace(frame, version=version)
+        elif isinstance(frame, ResultFrame) and host is not None and frame.ordinal == 0:
+            frame = msgspec.structs.replace(frame, host=host)
+        _, line = chain.link(msgspec.structs.replace(frame, hash=msgspec.UNSET))
+        out.append(line)
+    return b"".join(out)
+
+
+def test_a_version_1_file_still_reads_but_may_not_carry_host_state(lines: list[bytes], tmp_path: Path) -> None:
+    report = verify_bytes(tmp_path, _rechained(lines, 1))
+    assert (report.valid, report.version) == (True, 1)
+    host = HostState(observe=("notes.txt",))
+    assert verify_bytes(tmp_path, _rechained(lines, 2, host)).valid
+    assert str(verify_bytes(tmp_path, _rechained(lines, 1, host)).error) == (
+        "CASSETTE_INVALID: line 3 call/result ordinal 0: host state in a version 1 file"
     )
 
 
