@@ -81,6 +81,8 @@ LOGIC_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs")
 """The test-logic keys of ``dsh_config``, ``dsh-sidecar run --config`` and ``with_logic``."""
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
 HOST_ENV_VAR = "DSH_SIDECAR_HOST"
+# Node's compile cache for runs, under the host prefix (one per installed host and Node).
+COMPILE_CACHE_DIR = "node-compile-cache"
 _KILL_GRACE_S = 5.0
 # rc.8 prints nothing to stderr on success; a failure's useful lines are its last ones.
 _STDERR_TAIL = 6
@@ -592,6 +594,7 @@ def run(
     record_hint: str = "record it with record mode `once`",
     stubs: Mapping[str, Callable[..., Any] | str] | None = None,
     allow_live_tools: bool | Sequence[str] = True,
+    compile_cache: bool = True,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -616,6 +619,8 @@ def run(
         allow_live_tools: in record mode ``none``, the tools that may run live with no cassette
             serving them: ``True`` all (the API's default), ``False`` none, or their names; a
             blocked call fails the run with ``LIVE_TOOL_BLOCKED``. Recording modes run tools live.
+        compile_cache: keep Node's compile cache under the host prefix (docs/cold-boot.md);
+            ``False`` boots the way runs did before it (a ``NODE_COMPILE_CACHE`` in ``env`` wins).
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -692,6 +697,9 @@ def run(
         # run's own goes away with `private`.
         (private / "tmp").mkdir()
         environ["TMPDIR"] = str(private / "tmp")
+        if compile_cache:
+            # V8 code cache of the ~1,650 modules a boot loads: same code, less compiling.
+            environ.setdefault("NODE_COMPILE_CACHE", str(host.prefix / COMPILE_CACHE_DIR))
         started = time.monotonic()
         code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
         duration_ms = int((time.monotonic() - started) * 1000)

@@ -19,6 +19,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "scripts" / "bench"
 PYTHON = sys.executable
+# BENCH_SMOKE=1: tiny sizes, a few seconds (tests/e2e/test_benchmarks_smoke.py); the Node
+# driver reads the same variables, so smoke sizes go through the environment it inherits.
+SMOKE = os.environ.get("BENCH_SMOKE") == "1"
+if SMOKE:
+    for _name, _value in (("BENCH_SEQUENTIAL", "200"), ("BENCH_CONCURRENT", "1000"), ("BENCH_STARTUPS", "2"),
+                          ("BENCH_PROBES", "100"), ("BENCH_DSH_RUNS", "1")):
+        os.environ.setdefault(_name, _value)
 DSH_RUNS = int(os.environ.get("BENCH_DSH_RUNS", "5"))
 # Recorded calls/s of the paced cancel run without a baseline: 9574419 (writes in the reader)
 # sustained 1,900-2,500 flat out on the 2-CPU CI machine.
