@@ -96,7 +96,11 @@ def _digest(members: dict[str, bytes]) -> str:
 
 
 def stale_local_plugins(dsh_home: Path) -> list[str]:
-    """The packages installed with ``add-local-plugin`` whose source changed since (by name)."""
+    """The packages installed with ``add-local-plugin`` whose source changed since (by name).
+
+    A source folder that is gone (a temporary build, a moved checkout) is not stale: there is
+    nothing newer to install, and the installed copy is what every run uses.
+    """
     try:
         installed = json.loads((dsh_home / "dsh-sidecar" / _LOCAL).read_text())
     except (OSError, ValueError):
@@ -104,7 +108,10 @@ def stale_local_plugins(dsh_home: Path) -> list[str]:
     stale = []
     for package, entry in sorted(installed.items()) if isinstance(installed, dict) else ():
         try:
-            current = _digest(_members(Path(entry["source"]), None))
+            source = Path(entry["source"])
+            if not (source / "package.json").is_file():
+                continue
+            current = _digest(_members(source, None))
         except (OSError, ValueError, KeyError, TypeError):
             current = None
         if current != entry.get("digest"):

@@ -213,7 +213,7 @@ class DshRunner:
         return result
 
 
-_MARKER_KEYS = ("cassette", "record_mode", "allow_live_tools")
+_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools")
 
 
 def _check_marker(marker: pytest.Mark | None) -> None:
@@ -230,6 +230,8 @@ def _check_marker(marker: pytest.Mark | None) -> None:
         if key == "record_mode" and value not in RECORD_MODES:
             pytest.fail(f"{where}(record_mode={shown}): not a record mode; allowed: {', '.join(RECORD_MODES)}",
                         pytrace=False)
+        if key == "config" and not isinstance(value, dict):
+            pytest.fail(f"{where}(config={shown}): not a mapping; give a dict of test logic", pytrace=False)
         if key == "cassette" and (not isinstance(value, str) or not value):
             pytest.fail(f"{where}(cassette={shown}): not a path; give a non-empty string", pytrace=False)
         if key == "allow_live_tools" and not (
