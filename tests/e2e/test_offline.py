@@ -69,7 +69,8 @@ def test_marker_typos_and_bad_values_fail_with_one_line_naming_them(tmp_path: Pa
     ))
     proc = _pytest(project, "--dsh-allow-live-tools")
     out = proc.stdout
-    assert "@pytest.mark.dsh(recordmode=...): unknown key; allowed: cassette, record_mode, config, allow_live_tools" in out
+    assert ("@pytest.mark.dsh(recordmode=...): unknown key; allowed: cassette, record_mode, config, "
+            "allow_live_tools") in out
     assert "@pytest.mark.dsh(record_mode='onse'): not a record mode; allowed: none, once, all" in out
     assert "record_mode 'onse' is not one of none, once, all" in out
     assert out.count("record_mode 'onse' is not one of") == 1, out
