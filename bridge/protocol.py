@@ -18,7 +18,7 @@ from dsh_sidecar.python_core.mock.plan import MockStatus
 from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
 from dsh_sidecar.python_core.subagent_cassette.host import ParentFacts
-from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.tool_cassette.engine import ToolContract, ToolResult
 from dsh_sidecar.python_core.tool_cassette.host_state import HostCapture
 
 __all__ = [
@@ -60,6 +60,9 @@ __all__ = [
     "SessionEndParams",
     "ShutdownParams",
     "ShutdownResult",
+    "StandIn",
+    "StandInFailure",
+    "StandInsParams",
     "SubagentDecision",
     "SubagentOutcomeParams",
     "SubagentPublishedParams",
@@ -111,12 +114,24 @@ class SubagentSetup(_Closed):
     replayFacts: ReplayFacts | UnsetType = UNSET
 
 
+class StandIn(_Closed):
+    """A recorded tool contract the shim registers if no plugin registered ``name`` by the time
+    the first agent is created (docs/tool-cassette-format.md, "Replay with the provider gone")."""
+
+    name: str
+    description: str
+    parameters: msgspec.Raw
+    output: msgspec.Raw
+    presentationMeta: bool = False
+    timeoutMs: int | UnsetType = UNSET
+
+
 class InitializeResult(_Closed):
     """The hooks the shim must install; nothing else is installed.
 
     ``askExecute: false`` (with the ``tools`` hooks): no call is selected or traced, so the shim
     runs ``tools/execute`` and ``tools/post-execute`` without asking and only reports
-    ``tools/result``.
+    ``tools/result``. ``standIns``: a replay's recorded tool contracts (``tools`` hooks only).
     """
 
     protocolVersion: int
@@ -124,6 +139,7 @@ class InitializeResult(_Closed):
     sidecarVersion: str
     subagent: SubagentSetup | None = None
     askExecute: bool = True
+    standIns: list[StandIn] = msgspec.field(default_factory=list)
 
 
 class ShutdownParams(_Closed):
@@ -169,6 +185,8 @@ class ExecuteDecision(_Closed):
     message: str = ""
     post: bool = True
     host: msgspec.Raw | None = None
+    # Send the tool's registered definition with this call's post-execute (``definition``).
+    describe: bool = False
 
 
 class PostExecuteParams(_Closed):
@@ -180,6 +198,23 @@ class PostExecuteParams(_Closed):
     result: ToolResult
     # What DSH tracked while the real body ran (file observations, session events appended).
     host: HostCapture | None = None
+    # The tool's definition as registered (asked for by ``describe``; null: none is registered).
+    definition: ToolContract | None = None
+
+
+class StandInFailure(_Closed):
+    """A stand-in the registry refused: the tool and the registry's message."""
+
+    tool: str
+    message: str
+
+
+class StandInsParams(_Closed):
+    """``tools/stand-ins`` (notification): which recorded tools the shim registered because no
+    plugin had, and which it could not; sent once, when the first agent is created."""
+
+    registered: list[str]
+    failed: list[StandInFailure] = msgspec.field(default_factory=list)
 
 
 class PostExecuteDecision(_Closed):
@@ -478,6 +513,7 @@ METHODS: dict[str, Method] = {
     "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
     "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),
     "tools/result": Method(ResultParams, None, "tools_result", hook="tools"),
+    "tools/stand-ins": Method(StandInsParams, None, "tools_stand_ins", hook="tools"),
     "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", hook="llm"),
     "mock/pre-step": Method(PreStepParams, PreStepResult, "mock_pre_step", hook="llm"),
     "mock/route": Method(RouteParams, RouteResult, "mock_route", hook="llm"),

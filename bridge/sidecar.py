@@ -40,6 +40,7 @@ from dsh_sidecar.bridge.protocol import (
     SessionEndParams,
     ShutdownParams,
     ShutdownResult,
+    StandInsParams,
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
@@ -140,6 +141,7 @@ class Sidecar:
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup, askExecute=ask_execute,
+            standIns=[] if self.tools is None else self.tools.stand_ins(),
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
@@ -241,6 +243,10 @@ class Sidecar:
             value = params.result.value
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
         return written
+
+    def tools_stand_ins(self, params: StandInsParams) -> None:
+        """``tools/stand-ins`` notification: the recorded tools the shim stood up."""
+        self._tool_hooks().stood_up(params)
 
     def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
         """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""

@@ -24,6 +24,8 @@ from dsh_sidecar.bridge.protocol import (
     PostExecuteDecision,
     PostExecuteParams,
     ResultParams,
+    StandIn,
+    StandInsParams,
 )
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
@@ -76,6 +78,26 @@ class ToolHooks:
         # Unselected calls that depend on a selected call's outside effect, by handle.
         self._depends: dict[str, ToolDependency] = {}
         self._named: list[ToolDependency] = []
+        self._stood_up: list[str] = []
+
+    def stand_ins(self) -> list[StandIn]:
+        """The recorded contracts of a replay, for the shim to register where no plugin did."""
+        cassette = self.cassette
+        if not isinstance(cassette, ReplaySession):
+            return []
+        return [
+            StandIn(name=d.tool, description=d.description, parameters=d.parameters, output=d.output,
+                    presentationMeta=d.presentationMeta is True, timeoutMs=d.timeoutMs)
+            for d in cassette.definitions.values()
+        ]
+
+    def stood_up(self, params: StandInsParams) -> None:
+        """The shim registered these stand-ins (and could not register the failed ones)."""
+        self.trace.write("tools/stand-ins", registered=params.registered, failed=[f.tool for f in params.failed])
+        if isinstance(self.cassette, ReplaySession):
+            self.cassette.stood_up = frozenset(params.registered)
+            self.cassette.standin_errors = {f.tool: f.message for f in params.failed}
+        self._stood_up = sorted(params.registered)
 
     def _failed(self, error: SidecarError) -> None:
         assert self.recording is not None
@@ -169,7 +191,9 @@ class ToolHooks:
 
     def _decided(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse | None) -> ExecuteDecision:
         decision = _NEXT
-        if isinstance(outcome, Refuse):
+        if isinstance(outcome, Passthrough) and outcome.describe:
+            decision = ExecuteDecision(action="next", describe=True)
+        elif isinstance(outcome, Refuse):
             decision = ExecuteDecision(action="refuse", code=outcome.error.code, message=str(outcome.error))
         elif isinstance(outcome, Serve):
             decision = ExecuteDecision(
@@ -191,7 +215,8 @@ class ToolHooks:
         try:
             refused = cassette.on_post_execute(
                 PostEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool, result=params.result,
-                          host=kept(params.host, self.cwd, msgspec.json.encode(params.result)))
+                          host=kept(params.host, self.cwd, msgspec.json.encode(params.result)),
+                          definition=params.definition)
             )
         except SidecarError as error:
             refused = Refuse(error=error)
@@ -270,6 +295,8 @@ class ToolHooks:
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
         errors = [*self.blocked, *stub_errors, *report.errors]
+        if self._stood_up:
+            note += f", stood up from the cassette (no plugin registered them): {', '.join(self._stood_up)}"
         if self.recording is not None:
             return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note, *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]

@@ -13,9 +13,13 @@ import { codeOf, messageOf } from './rpc.js'
  * @typedef {import('./types').ToolCall} ToolCall
  * @typedef {import('./types').HostCapture} HostCapture
  * @typedef {import('./types').HostRestore} HostRestore
+ * @typedef {import('./types').StandIn} StandIn
+ * @typedef {import('./types').ToolContract} ToolContract
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolDefinition} ToolDefinition
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecution} ToolExecution
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionToken} ToolExecutionToken
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionFailure} ToolExecutionFailure
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionResult} ToolExecutionResult
  */
 
 /** @param {string} code @param {string} message */
@@ -36,10 +40,10 @@ class SidecarError extends HarnessError {}
 /**
  * Forward the tool pipeline; the structural path is stamped synchronously at entry.
  * `ask`: whether Python decides each call (the initialize reply's `askExecute`); when it does
- * not, calls run untouched and only their results are reported.
- * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask]
+ * not, calls run untouched and only their results are reported. `standIns`: see `installStandIns`.
+ * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask] @param {StandIn[]} [standIns]
  */
-export function installToolHooks(ctx, rpc, ask = true) {
+export function installToolHooks(ctx, rpc, ask = true, standIns = []) {
   /** @type {AsyncLocalStorage<string>} */
   const als = new AsyncLocalStorage()
   /** @type {WeakMap<ToolExecutionToken, string>} */
@@ -48,6 +52,9 @@ export function installToolHooks(ctx, rpc, ask = true) {
   const tokenHandle = new WeakMap()
   /** calls whose post-execute Python said it does not need (`post: false`) @type {WeakSet<ToolExecutionToken>} */
   const noPost = new WeakSet()
+  /** calls whose tool definition Python asked for (`describe`) @type {WeakSet<ToolExecutionToken>} */
+  const describe = new WeakSet()
+  const standing = installStandIns(ctx, rpc, standIns)
   /** @type {Map<string, number>} */
   const children = new Map()
   /** the handle of the call whose real body runs in this async context @type {AsyncLocalStorage<string>} */
@@ -92,6 +99,7 @@ export function installToolHooks(ctx, rpc, ask = true) {
         return failure(codeOf(error) ?? 'SIDECAR_UNAVAILABLE', messageOf(error))
       }
       if (decision.post === false) noPost.add(exec.token)
+      if (decision.describe) describe.add(exec.token)
       if (decision.action === 'next') {
         if (decision.post === false) return next()
         hostState.set(handle, { observed: [], events: [] })
@@ -100,6 +108,7 @@ export function installToolHooks(ctx, rpc, ask = true) {
       if (decision.action === 'refuse') return failure(decision.code, decision.message)
       for (const context of decision.deferContexts ?? []) exec.deferContext(context)
       await restoreHost(ctx, exec, decision.host)
+      standing.served(exec, decision.result)
       return exec.signal.aborted && decision.cancellation ? decision.cancellation : decision.result
     })
   }, { prepend: true })
@@ -120,6 +129,7 @@ export function installToolHooks(ctx, rpc, ask = true) {
     try {
       decision = await rpc.request('tools/post-execute', {
         handle, path: tokenPath.get(exec.token) ?? null, tool: exec.name, result, host,
+        ...(describe.has(exec.token) ? { definition: contractOf(ctx.tools.get(exec.name, exec.agent)) } : {}),
       })
     } catch (error) {
       decision = { action: 'refuse', code: codeOf(error) ?? 'SIDECAR_UNAVAILABLE', message: messageOf(error) }
@@ -136,6 +146,97 @@ export function installToolHooks(ctx, rpc, ask = true) {
       sessionId: exec.agent === undefined ? null : String(exec.agent.id),
     })
   })
+}
+
+/**
+ * A registered tool's contract as JSON: what a replay needs to stand it up again.
+ * @param {ToolDefinition | undefined} tool @returns {ToolContract | null}
+ */
+function contractOf(tool) {
+  if (tool === undefined) return null
+  return {
+    description: tool.description,
+    parameters: tool.parameters,
+    output: tool.output.schema,
+    ...(tool.output.presentationMeta !== undefined ? { presentationMeta: true } : {}),
+    ...(tool.timeoutMs !== undefined ? { timeoutMs: tool.timeoutMs } : {}),
+  }
+}
+
+/**
+ * Register a replay's recorded tool contracts where no plugin registered the tool (its MCP
+ * server down, its row absent), once, when the first agent is created: every plugin has
+ * activated by then (headless awaits the loader first) and no model request has been built.
+ * A stand-in renders what the real renderer produced for the served value (sent with it); its
+ * body never runs, since the cassette serves or refuses every call of a selected tool.
+ * @param {Context} ctx @param {Rpc} rpc @param {StandIn[]} standIns
+ */
+function installStandIns(ctx, rpc, standIns) {
+  /** the recorded rendering of each served call, by its frozen arguments @type {WeakMap<object, Readonly<ToolExecutionResult>>} */
+  const byArgs = new WeakMap()
+  /** @type {Map<unknown, Readonly<ToolExecutionResult>>} */
+  const byValue = new Map()
+  /** @type {Set<string>} */
+  const stood = new Set()
+  /** @param {unknown} args */
+  const rendered = (args) => (typeof args === 'object' && args !== null ? byArgs.get(args) : byValue.get(args))
+  if (standIns.length > 0) {
+    let done = false
+    ctx.on('agent/created', () => {
+      if (done) return
+      done = true
+      /** @type {{ tool: string, message: string }[]} */
+      const failed = []
+      for (const contract of standIns) {
+        if (ctx.tools.get(contract.name) !== undefined) continue
+        try {
+          ctx.tools.register(standIn(contract, rendered))
+          stood.add(contract.name)
+        } catch (error) {
+          failed.push({ tool: contract.name, message: messageOf(error) })
+        }
+      }
+      rpc.notify('tools/stand-ins', { registered: [...stood], failed })
+    })
+  }
+  return {
+    /** @param {ToolCall} exec @param {Readonly<ToolExecutionResult>} result */
+    served(exec, result) {
+      if (!stood.has(exec.name) || result.isError) return
+      const args = exec.arguments
+      if (typeof args === 'object' && args !== null) byArgs.set(args, result)
+      else byValue.set(args, result)
+    },
+  }
+}
+
+/**
+ * @param {StandIn} contract
+ * @param {(args: unknown) => Readonly<ToolExecutionResult> | undefined} rendered
+ * @returns {ToolDefinition}
+ */
+function standIn(contract, rendered) {
+  const name = contract.name
+  /** @param {unknown} args */
+  const recorded = (args) => {
+    const result = rendered(args)
+    if (result === undefined) throw new Error(`CASSETTE_STANDIN: tool ${name} is stood up from the cassette and has no recorded rendering for this value`)
+    return result
+  }
+  return {
+    name,
+    description: contract.description,
+    parameters: contract.parameters,
+    ...(contract.timeoutMs !== undefined ? { timeoutMs: contract.timeoutMs } : {}),
+    output: {
+      schema: contract.output,
+      render: (args) => [...recorded(args).content],
+      ...(contract.presentationMeta ? { presentationMeta: (/** @type {unknown} */ args) => recorded(args).meta ?? null } : {}),
+    },
+    async execute() {
+      throw new SidecarError(`CASSETTE_STANDIN: tool ${name} is stood up from the cassette: only its recorded calls are served`, 'CASSETTE_STANDIN')
+    },
+  }
 }
 
 /**

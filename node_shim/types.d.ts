@@ -29,7 +29,8 @@ export type ToolCall = ToolDispatchExecution & Pick<ToolRunContext, 'deferContex
 
 /**
  * The `initialize` result; `askExecute: false`: the tools hooks run every call without asking
- * and only report `tools/result`.
+ * and only report `tools/result`; `standIns`: a replay's recorded tool contracts, registered
+ * where no plugin registered the tool when the first agent is created.
  */
 export interface InitializeResult {
   protocolVersion: number
@@ -37,7 +38,20 @@ export interface InitializeResult {
   sidecarVersion: string
   subagent?: SubagentSetup
   askExecute?: boolean
+  standIns?: StandIn[]
 }
+
+/** A tool's contract as registered: what the cassette records and a stand-in registers. */
+export interface ToolContract {
+  description: string
+  parameters: import('@deepseek-ai/dsh-tools').ToolSchema['parameters']
+  output: import('@deepseek-ai/dsh-tools').ToolOutputDefinition['schema']
+  presentationMeta?: boolean
+  timeoutMs?: number
+}
+
+/** A recorded tool contract with its name. */
+export type StandIn = ToolContract & { name: string }
 
 /** Provider names: register the cassette as `name` once `upstream` exists. */
 export interface SubagentSetup {
@@ -62,7 +76,7 @@ export interface ShutdownResult {
  * The `tools/execute` answer (fields equal to their default are omitted on the wire);
  * `post: false`: the call's `tools/post-execute` accepts without a round trip.
  */
-export type ExecuteDecision = { post?: boolean } & (
+export type ExecuteDecision = { post?: boolean, describe?: boolean } & (
   | { action: 'next' }
   | { action: 'serve', result: ToolExecutionResult, deferContexts?: UserMessage[], cancellation?: ToolExecutionResult, host?: HostRestore | null }
   | { action: 'refuse', code: string, message: string })
@@ -156,7 +170,7 @@ export interface Methods {
     result: ExecuteDecision
   }
   'tools/post-execute': {
-    params: { handle: string, path: string | null, tool: string, result: WireResult, host?: HostCapture }
+    params: { handle: string, path: string | null, tool: string, result: WireResult, host?: HostCapture, definition?: ToolContract | null }
     result: PostExecuteDecision
   }
   'llm/stream': {
@@ -189,6 +203,7 @@ export interface Methods {
 /** Every notification the shim sends, with its params. */
 export interface Notifications {
   'tools/result': { handle: string, path: string | null, tool: string, callId: string, result: WireResult, sessionId: string | null }
+  'tools/stand-ins': { registered: string[], failed: { tool: string, message: string }[] }
   'mock/session-end': { sessionId: string }
   'subagent/published': { handle: CallHandle, childId: string }
   'session/turn': { sessionId: string, turn: number, phase: 'start' | 'end', reason?: string | null }

@@ -110,6 +110,7 @@ def inspect(file: str, as_json: bool) -> None:
             "calls": report.calls,
             "frames": report.frames,
             "tools": report.tools,
+            "definitions": report.definitions,
             "valid": report.error is None,
             "integrity": integrity,
             "consumption": _CONSUMPTION,
@@ -121,6 +122,9 @@ def inspect(file: str, as_json: bool) -> None:
         click.echo(f"tools: {len(report.tools)}")
         for tool, count in report.tools.items():
             click.echo(f"  {printable(tool)}: {count}")
+        if report.version is not None and report.version >= 3:
+            # What a replay can stand up when no plugin registers the tool.
+            click.echo(f"definitions: {report.definitions}")
         click.echo(f"integrity: {integrity}")
         click.echo(f"consumption: {_CONSUMPTION}")
         if calls:

@@ -44,6 +44,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     ReplayPoisoned,
     RulesDiffer,
     ShortCircuited,
+    ToolUnregistered,
     UnconsumedRecords,
     UnsupportedConcludesTurn,
     ValueRejected,
@@ -56,6 +57,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     VERSION,
     Cancellation,
     CompleteFrame,
+    DefinitionFrame,
     HeaderFrame,
     HostState,
     ResultFrame,
@@ -88,6 +90,7 @@ __all__ = [
     "Serve",
     "SessionState",
     "ToolCassetteSession",
+    "ToolContract",
     "ToolResult",
 ]
 
@@ -104,6 +107,19 @@ class ToolResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     concludesTurn: bool | UnsetType = UNSET
 
 
+class ToolContract(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A tool's definition as registered, in JSON: what a replay needs to stand it up.
+
+    The shim sends it with a recorded call's post-execute when Python asked (``describe``).
+    """
+
+    description: str
+    parameters: Raw
+    output: Raw
+    presentationMeta: bool = False
+    timeoutMs: int | UnsetType = UNSET
+
+
 class ExecuteEvent(msgspec.Struct, frozen=True):
     """A selected call entered the outermost ``tools/execute`` wrapper."""
 
@@ -116,7 +132,8 @@ class ExecuteEvent(msgspec.Struct, frozen=True):
 class PostEvent(msgspec.Struct, frozen=True):
     """A selected call reached ``tools/post-execute``; ``result`` is the listener's input.
 
-    ``host``: the host state its real body left, to record (``host_state.kept``).
+    ``host``: the host state its real body left, to record (``host_state.kept``);
+    ``definition``: the tool's registered contract, when ``Passthrough.describe`` asked for it.
     """
 
     handle: str
@@ -124,6 +141,7 @@ class PostEvent(msgspec.Struct, frozen=True):
     tool: str
     result: ToolResult
     host: HostState | None = None
+    definition: ToolContract | None = None
 
 
 class ResultEvent(msgspec.Struct, frozen=True):
@@ -136,9 +154,14 @@ class ResultEvent(msgspec.Struct, frozen=True):
 
 
 class Passthrough(msgspec.Struct, frozen=True):
-    """Run the real tool (``next()``); ``ordinal`` is the recorded one, if any."""
+    """Run the real tool (``next()``); ``ordinal`` is the recorded one, if any.
+
+    ``describe``: send the tool's registered definition with this call's post-execute (the
+    first recorded call of each tool).
+    """
 
     ordinal: int | None = None
+    describe: bool = False
 
 
 class Serve(msgspec.Struct, frozen=True):
@@ -307,7 +330,9 @@ def capture_outcome(result: ToolResult, ordinal: int) -> ResultFrame:
             raise ValueError("success without a value")
         return ResultFrame(
             seq=0, prev=GENESIS, ordinal=ordinal, isError=False,
-            value=canonical_text(bytes(result.value)), additionalContexts=contexts,
+            value=canonical_text(bytes(result.value)), content=canonical_payload(result.content),
+            meta=UNSET if result.meta is UNSET else canonical_text(bytes(result.meta)),
+            additionalContexts=contexts,
         )
     if result.error is UNSET:
         raise ValueError("failure without an error")
@@ -321,8 +346,11 @@ def capture_outcome(result: ToolResult, ordinal: int) -> ResultFrame:
 
 
 def _outcome_key(frame: ResultFrame) -> tuple[object, ...]:
-    return (frame.isError, frame.value, frame.error, frame.content, frame.meta,
-            frame.additionalContexts)
+    if not frame.isError:
+        # A success's content and meta are the live renderer's: a registered tool may render
+        # the recorded value otherwise, and only the value is the recorded outcome.
+        return (False, frame.value, frame.additionalContexts)
+    return (True, frame.error, frame.content, frame.meta, frame.additionalContexts)
 
 
 def _serve(record: RecordedCall) -> Serve:
@@ -333,7 +361,12 @@ def _serve(record: RecordedCall) -> Serve:
         if frame.meta is not UNSET:
             body["meta"] = frame.meta
     else:
-        body = {"content": [], "isError": False, "value": frame.value}
+        # The recorded rendering travels along: a stand-in's renderer serves it (a registered
+        # tool renders the value itself and DSH drops this content).
+        body = {"content": [] if frame.content is UNSET else frame.content, "isError": False,
+                "value": frame.value}
+        if frame.meta is not UNSET:
+            body["meta"] = frame.meta
     cancellation = None
     if frame.cancellation is not UNSET:
         cancelled = frame.cancellation
@@ -525,6 +558,9 @@ class RecordSession(ToolCassetteSession):
         self._writes: list[bytes] = []
         self._recorded = 0
         self._cut_short = 0
+        # Tools whose definition was asked for (``describe``) and those already written.
+        self._described: set[str] = set()
+        self._defined: set[str] = set()
 
     @classmethod
     def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
@@ -548,7 +584,8 @@ class RecordSession(ToolCassetteSession):
         writes, self._writes = self._writes, []
         return writes
 
-    def _emit(self, frame: HeaderFrame | StartFrame | ResultFrame | CompleteFrame) -> CassetteIOError | None:
+    def _emit(self, frame: HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | CompleteFrame,
+              ) -> CassetteIOError | None:
         """Chain and seal ``frame``; write it now through the sink, or queue it."""
         _, line = self._chain.link(frame)
         if self._sink is None:
@@ -605,7 +642,9 @@ class RecordSession(ToolCassetteSession):
             return self._refuse(event, error)
         self._ordinals += 1
         self._calls[event.handle] = _Call(phase, event.tool, event.path, ordinal)
-        return Passthrough(ordinal=ordinal)
+        describe = event.tool not in self._described
+        self._described.add(event.tool)
+        return Passthrough(ordinal=ordinal, describe=describe)
 
     def _enclosing(self, path: str) -> _Call | None:
         """The recorded call still running whose path encloses ``path``, if any."""
@@ -644,6 +683,12 @@ class RecordSession(ToolCassetteSession):
                                              capture_outcome(event.result, call.ordinal))
                 if event.host is not None:
                     call.frame = msgspec.structs.replace(call.frame, host=event.host)
+                if event.definition is not None and call.tool not in self._defined:
+                    lost = self._define(call.tool, event.definition)
+                    if lost is not None:
+                        self._fail(lost)
+                        call.phase = CallPhase.REFUSED
+                        return Refuse(lost)
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
             except ValueError as exc:
@@ -654,6 +699,19 @@ class RecordSession(ToolCassetteSession):
         self._fail(error)
         call.phase = CallPhase.REFUSED
         return Refuse(error)
+
+    def _define(self, tool: str, contract: ToolContract) -> CassetteIOError | None:
+        """Emit the ``tool`` frame of ``tool`` (once per recording).
+
+        Raises:
+            CanonicalJsonError: a schema has no strict canonical form.
+        """
+        self._defined.add(tool)
+        return self._emit(DefinitionFrame(
+            seq=0, prev=GENESIS, tool=tool, description=contract.description,
+            parameters=canonical_text(bytes(contract.parameters)), output=canonical_text(bytes(contract.output)),
+            presentationMeta=True if contract.presentationMeta else UNSET, timeoutMs=contract.timeoutMs,
+        ))
 
     def on_result(self, event: ResultEvent) -> None:
         """Emit ``call/result``, adding the final cancellation if the post phase aborted."""
@@ -766,6 +824,12 @@ class ReplaySession(ToolCassetteSession):
     def __init__(self, config: ToolCassetteConfig, cassette: Cassette) -> None:
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
+        self.version = cassette.header.version
+        # Recorded contracts of the selected tools; ``stood_up`` names those the shim registered
+        # because no plugin did, ``standin_errors`` those it could not register.
+        self.definitions = cassette.definitions
+        self.stood_up: frozenset[str] = frozenset()
+        self.standin_errors: dict[str, str] = {}
         self._consumed = 0
         self._injected = 0
         self._injected_failures = 0
@@ -889,7 +953,12 @@ class ReplaySession(ToolCassetteSession):
         final = event.result
         if final.isError and final.error is not UNSET and final.error.info is not UNSET \
                 and final.error.info.code in _REJECTION_CODES:
-            self._fail(ValueRejected(call.tool, call.path, call.ordinal, final.error.info.code))
+            code = final.error.info.code
+            if code == "UNKNOWN_TOOL" and call.tool not in self.stood_up:
+                self._fail(ToolUnregistered(call.tool, call.path, call.ordinal, self.version,
+                                            self.standin_errors.get(call.tool)))
+            else:
+                self._fail(ValueRejected(call.tool, call.path, call.ordinal, code))
             return
         self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
 

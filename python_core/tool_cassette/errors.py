@@ -28,6 +28,7 @@ __all__ = [
     "ReplayPoisoned",
     "RulesDiffer",
     "ShortCircuited",
+    "ToolUnregistered",
     "UnconsumedRecords",
     "UnsupportedConcludesTurn",
     "ValueRejected",
@@ -184,6 +185,42 @@ class ValueRejected(SidecarError):
         self.path = path
         self.ordinal = ordinal
         self.host_code = host_code
+
+
+def _mcp_server(tool: str) -> str | None:
+    """The server name of a dsh-mcp-client tool (``mcp__<server>__<tool>``), if it is one."""
+    if not tool.startswith("mcp__"):
+        return None
+    server, sep, _ = tool[5:].partition("__")
+    return server if sep and server else None
+
+
+class ToolUnregistered(SidecarError):
+    """A replayed call's tool is registered by no plugin and the cassette could not stand it up."""
+
+    code = "CASSETTE_TOOL_UNREGISTERED"
+
+    def __init__(self, tool: str, path: str, ordinal: int, version: int, standin_error: str | None) -> None:
+        server = _mcp_server(tool)
+        provider = f"its MCP server {printable(server)} did not start" if server else "no plugin registered it"
+        if standin_error is not None:
+            why = f"and its stand-in from the cassette failed to register ({standin_error})"
+        elif version < 3:
+            why = f"and the cassette (version {version}) holds no definition to stand it up"
+        else:
+            why = "and the cassette holds no definition of it (none was registered when it was recorded)"
+        super().__init__(f"{_call(tool, path, ordinal)}: not registered during replay: {provider}, {why}")
+        start = (f"start MCP server {printable(server)}" if server
+                 else f"enable the plugin row that registers {printable(tool)}")
+        self.hint = (
+            f"{start} for the replay, or re-record the cassette with this version: it keeps each "
+            "selected tool's definition, so a replay needs no server"
+            if standin_error is None else
+            f"{start} for the replay; the recorded definition is refused by this DSH"
+        )
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
 
 
 class UnsupportedConcludesTurn(SidecarError):

@@ -25,6 +25,7 @@ __all__ = [
     "AnyFrame",
     "Cancellation",
     "CompleteFrame",
+    "DefinitionFrame",
     "Frame",
     "HeaderFrame",
     "HostEvent",
@@ -42,9 +43,11 @@ __all__ = [
 ]
 
 PROTOCOL = "dsh-tool-cassette"
-VERSION = 2
+VERSION = 3
 # Version 1 files have no ``host`` member on ``call/result``: their replays restore no host state.
-READABLE_VERSIONS = frozenset({1, 2})
+# Versions 1 and 2 have no ``tool`` frames and no rendered content of successes: a tool that no
+# plugin registers at replay cannot be stood up from them.
+READABLE_VERSIONS = frozenset({1, 2, 3})
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -112,6 +115,23 @@ class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):
     argsDigest: str
 
 
+class DefinitionFrame(Frame, tag="tool", frozen=True, kw_only=True):
+    """A selected tool's contract as registered at record time (version 3), once per tool.
+
+    What a replay needs to stand the tool up when no plugin registers it (its MCP server down,
+    its row absent): the model-facing ``description`` and ``parameters`` and the ``output``
+    schema DSH validates a served value against. Rendering is data: each success keeps the
+    content the real renderer produced.
+    """
+
+    tool: str
+    description: str
+    parameters: Raw
+    output: Raw
+    presentationMeta: bool | UnsetType = UNSET
+    timeoutMs: int | UnsetType = UNSET
+
+
 class HostEvent(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """One session event appended during a body: its type and data, verbatim."""
 
@@ -131,8 +151,10 @@ class HostState(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_de
 class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
     """Outcome of the call started with ``ordinal``, at the ``tools/post-execute`` input.
 
-    A success keeps ``value`` only; a failure keeps ``error``, ``content`` and ``meta``
-    verbatim. ``cancellation`` is set when the post phase turned the success into an abort.
+    A success keeps ``value`` and (version 3) the ``content`` and ``meta`` its renderer made,
+    which only a stand-in serves (a registered tool renders the value itself); a failure keeps
+    ``error``, ``content`` and ``meta`` verbatim. ``cancellation`` is set when the post phase
+    turned the success into an abort.
     """
 
     ordinal: int
@@ -152,7 +174,7 @@ class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
     calls: int
 
 
-AnyFrame = HeaderFrame | StartFrame | ResultFrame | CompleteFrame
+AnyFrame = HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | CompleteFrame
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)

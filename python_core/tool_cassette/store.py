@@ -36,6 +36,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     VERSION,
     AnyFrame,
     Cancellation,
+    DefinitionFrame,
     Frame,
     HeaderFrame,
     HostEvent,
@@ -132,10 +133,11 @@ class RecordedCall(msgspec.Struct, frozen=True, gc=False):
 
 
 class Cassette(msgspec.Struct, frozen=True, gc=False):
-    """A fully verified cassette, calls in ordinal order."""
+    """A fully verified cassette, calls in ordinal order, tool definitions by name."""
 
     header: HeaderFrame
     calls: tuple[RecordedCall, ...]
+    definitions: dict[str, DefinitionFrame] = msgspec.field(default_factory=dict)
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -147,6 +149,7 @@ class VerifyReport(msgspec.Struct, frozen=True):
     calls: int
     tools: dict[str, int]
     error: CassetteInvalid | None = None
+    definitions: int = 0
 
 
 class _Scanner:
@@ -163,6 +166,7 @@ class _Scanner:
         self.started = 0
         self.starts: list[tuple[str, str, msgspec.Raw]] = []
         self.results: dict[int, ResultFrame] = {}
+        self.definitions: dict[str, DefinitionFrame] = {}
 
     def feed(self, number: int, line: bytes) -> None:
         if not line.endswith(b"\n"):
@@ -211,7 +215,7 @@ class _Scanner:
             raise CassetteInvalid("not a dsh-tool-cassette file", line=1, kind="header")
         if isinstance(version, bool) or version not in READABLE_VERSIONS:
             shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            reason = f"unsupported protocol version {shown} (this build reads 1 and {VERSION})"
+            reason = f"unsupported protocol version {shown} (this build reads 1 to {VERSION})"
             raise CassetteInvalid(reason, line=1, kind="header")
 
     def _check(self, frame: AnyFrame) -> None:
@@ -242,9 +246,25 @@ class _Scanner:
             _check_result(frame)
             if frame.host is not UNSET and self.header.version < 2:
                 raise ValueError("host state in a version 1 file")
+            if frame.content is not UNSET and not frame.isError and self.header.version < 3:
+                raise ValueError(f"success with content or meta in a version {self.header.version} file")
             del self.open_calls[frame.ordinal]
             if self.keep:
                 self.results[frame.ordinal] = _compact(frame)
+        elif isinstance(frame, DefinitionFrame):
+            if self.header.version < 3:
+                raise ValueError(f"tool definition in a version {self.header.version} file")
+            if not frame.tool:
+                raise ValueError("empty tool")
+            if frame.tool in self.definitions:
+                raise ValueError("second definition of a tool")
+            if not _is_object(frame.parameters) or not _is_object(frame.output):
+                raise ValueError("parameters or output is not an object")
+            if frame.presentationMeta is False:
+                raise ValueError("presentationMeta false (left out when false)")
+            if frame.timeoutMs is not UNSET and frame.timeoutMs <= 0:
+                raise ValueError("timeoutMs is not positive")
+            self.definitions[frame.tool] = _compact_definition(frame) if self.keep else frame
         else:
             if frame.calls != self.started:
                 raise ValueError(f"tail counts {frame.calls} calls, {self.started} started")
@@ -279,8 +299,18 @@ def _compact(frame: ResultFrame) -> ResultFrame:
     )
 
 
+def _compact_definition(frame: DefinitionFrame) -> DefinitionFrame:
+    """A definition detached from its file line, chain fields dropped."""
+    return msgspec.structs.replace(
+        frame, prev="", hash=UNSET, parameters=frame.parameters.copy(), output=frame.output.copy())
+
+
 def _is_array(raw: msgspec.Raw) -> bool:
     return memoryview(raw)[:1].tobytes() == b"["
+
+
+def _is_object(raw: msgspec.Raw) -> bool:
+    return memoryview(raw)[:1].tobytes() == b"{"
 
 
 def _check_result(frame: ResultFrame) -> None:
@@ -294,8 +324,12 @@ def _check_result(frame: ResultFrame) -> None:
     else:
         if frame.value is UNSET:
             raise ValueError("success without a value")
-        if frame.error is not UNSET or frame.content is not UNSET or frame.meta is not UNSET:
-            raise ValueError("success with error, content or meta")
+        if frame.error is not UNSET:
+            raise ValueError("success with an error")
+        if frame.content is UNSET and frame.meta is not UNSET:
+            raise ValueError("success with meta but no content")
+        if frame.content is not UNSET and not _is_array(frame.content):
+            raise ValueError("content is not an array")
         if frame.cancellation is not UNSET and not _is_array(frame.cancellation.content):
             raise ValueError("cancellation content is not an array")
 
@@ -349,6 +383,7 @@ def _report(scanner: _Scanner, error: CassetteInvalid | None) -> VerifyReport:
         calls=scanner.started,
         tools=dict(sorted(scanner.tools.items())),
         error=error,
+        definitions=len(scanner.definitions),
     )
 
 
@@ -368,5 +403,5 @@ def load(path: str) -> Cassette:
         )
         for ordinal, (tool, path, args) in enumerate(scanner.starts)
     )
-    return Cassette(header=scanner.header, calls=calls)
+    return Cassette(header=scanner.header, calls=calls, definitions=scanner.definitions)
 

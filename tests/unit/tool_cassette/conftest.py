@@ -100,9 +100,10 @@ def drive(session: ToolCassetteSession, calls: Sequence[Call]) -> None:
 @pytest.fixture
 def make_cassette(make_config: Callable[..., ToolCassetteConfig]) -> Callable[..., Path]:
     def make(
-        calls: Sequence[Call] = DEFAULT_CALLS, file: str = "w.tool-cassette.jsonl"
+        calls: Sequence[Call] = DEFAULT_CALLS, file: str = "w.tool-cassette.jsonl",
+        include: Sequence[str] = ("weather_*", "mcp_*_read"),
     ) -> Path:
-        session = ToolCassetteSession.open(make_config("record", file))
+        session = ToolCassetteSession.open(make_config("record", file, include))
         drive(session, calls)
         report = session.close()
         assert report.errors == ()

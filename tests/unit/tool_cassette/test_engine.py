@@ -18,6 +18,7 @@ from dsh_sidecar.python_core.tool_cassette import (
     Serve,
     ToolCassetteSession,
 )
+from dsh_sidecar.python_core.tool_cassette.engine import ReplaySession, ToolContract
 from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteExists,
     CassetteInvalid,
@@ -25,6 +26,8 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     IllegalEvent,
     IncludeDiffers,
 )
+from dsh_sidecar.python_core.tool_cassette.format import encode
+from dsh_sidecar.python_core.tool_cassette.reseal import reseal_lines
 
 ARGS = b'{"city":"Wuhan","unit":"c"}'
 
@@ -48,6 +51,19 @@ def messages(report: Any) -> list[str]:
     return [str(error) for error in report.errors]
 
 
+def reseal_as_version(lines: list[bytes], version: int) -> bytes:
+    """The cassette ``lines`` as a file of an older ``version`` wrote it (no rendered successes)."""
+    frames = [msgspec.json.decode(line) for line in lines]
+    for frame in frames:
+        if frame["kind"] == "header":
+            frame["version"] = version
+        if frame["kind"] == "call/result" and not frame["isError"]:
+            frame.pop("content", None)
+            frame.pop("meta", None)
+    resealed, _ = reseal_lines([encode(frame) + b"\n" for frame in frames])
+    return b"".join(resealed)
+
+
 @pytest.fixture
 def recorded(make_cassette: Any, kit: Any) -> Path:
     return make_cassette([kit.Call(args=ARGS, outcome=kit.ok())])
@@ -60,7 +76,7 @@ def replay(recorded: Path, make_config: Any) -> ToolCassetteSession:
 
 def test_record_passes_through_and_publishes_on_close(make_config: Any, kit: Any) -> None:
     session = ToolCassetteSession.open(make_config("record"))
-    assert execute(session, "h") == Passthrough(ordinal=0)
+    assert execute(session, "h") == Passthrough(ordinal=0, describe=True)
     assert post(session, "h", kit.ok()) is None
     finish(session, "h", kit.ok())
     report = session.close()
@@ -70,10 +86,13 @@ def test_record_passes_through_and_publishes_on_close(make_config: Any, kit: Any
     assert report.stats.recorded == 1
 
 
-def test_replay_hit_serves_the_value_with_empty_content(replay: ToolCassetteSession) -> None:
+def test_replay_hit_serves_the_value_with_its_recorded_rendering(replay: ToolCassetteSession) -> None:
+    # A registered tool re-renders the value (DSH drops this content); a stand-in serves it.
     served = execute(replay, "h")
     assert isinstance(served, Serve)
-    assert bytes(served.result) == b'{"content":[],"isError":false,"value":{"temp":21.5}}'
+    assert bytes(served.result) == (
+        b'{"content":[{"text":"rendered","type":"text"}],"isError":false,"value":{"temp":21.5}}'
+    )
     assert bytes(served.additionalContexts) == b"[]"
     assert served.cancellation is None
     assert replay.statistics().consumed == 1
@@ -224,7 +243,7 @@ def test_a_served_call_whose_result_never_came_fails_the_replay(
 def test_concurrent_calls_complete_in_reverse_order(make_config: Any, kit: Any) -> None:
     session = ToolCassetteSession.open(make_config("record"))
     first, second = kit.ok(b'"A"'), kit.ok(b'"B"')
-    assert execute(session, "a", "root/0") == Passthrough(0)
+    assert execute(session, "a", "root/0") == Passthrough(0, describe=True)
     assert execute(session, "b", "root/1") == Passthrough(1)
     post(session, "b", second, "root/1")
     finish(session, "b", second, "root/1")
@@ -326,8 +345,8 @@ def test_a_selected_call_inside_a_selected_call_fails_the_recording(make_config:
     # Replay would serve the composite and never start its children: such a cassette could
     # never replay, so recording it fails at the first nested call.
     session = ToolCassetteSession.open(make_config("record", include=("weather_*", "mcp_*")))
-    assert execute(session, "outer", "root/0", "mcp_fs_batch") == Passthrough(0)
-    assert execute(session, "sibling", "root/1") == Passthrough(1)
+    assert execute(session, "outer", "root/0", "mcp_fs_batch") == Passthrough(0, describe=True)
+    assert execute(session, "sibling", "root/1") == Passthrough(1, describe=True)
     decision = execute(session, "inner", "root/0/0/1")
     assert str(decision.error) == (
         "CASSETTE_NESTED_SELECTION: weather_lookup at root/0/0/1: started inside the selected "
@@ -352,7 +371,7 @@ def test_a_selected_call_after_its_selected_parent_finished_is_not_nested(
     make_config: Any, kit: Any
 ) -> None:
     session = ToolCassetteSession.open(make_config("record", include=("weather_*",)))
-    assert execute(session, "a", "root/0") == Passthrough(0)
+    assert execute(session, "a", "root/0") == Passthrough(0, describe=True)
     post(session, "a", kit.ok())
     finish(session, "a", kit.ok())
     # A name that merely starts like an open call's path is not inside it.
@@ -443,13 +462,77 @@ def test_a_tool_not_registered_during_replay_is_named_as_such(
     finish(replay, "a", kit.fail('unknown tool "weather_lookup"', code="UNKNOWN_TOOL"))
     report = replay.close()
     assert messages(report) == [
-        "CASSETTE_VALUE_REJECTED: weather_lookup at root/0, ordinal 0: replayed value "
-        "rejected with UNKNOWN_TOOL"
+        "CASSETTE_TOOL_UNREGISTERED: weather_lookup at root/0, ordinal 0: not registered during "
+        "replay: no plugin registered it, and the cassette holds no definition of it (none was "
+        "registered when it was recorded)"
     ]
     assert report.errors[0].hint == (
-        "register weather_lookup during replay too: its current definition validates and "
-        "renders the recorded value"
+        "enable the plugin row that registers weather_lookup for the replay, or re-record the cassette "
+        "with this version: it keeps each selected tool's definition, so a replay needs no server"
     )
+
+
+def test_an_unregistered_mcp_tool_of_an_old_file_names_its_server(make_cassette: Any, make_config: Any,
+                                                                  kit: Any, tmp_path: Path) -> None:
+    make_cassette([kit.Call(tool="mcp__notes__read_note", args=ARGS)], include=("mcp__notes__*",))
+    lines = Path(make_config("replay").file).read_bytes().splitlines()
+    path = tmp_path / "old.jsonl"
+    path.write_bytes(reseal_as_version(lines, 2))
+    session = ToolCassetteSession.open(make_config("replay", file=str(path), include=("mcp__notes__*",)))
+    execute(session, "a", tool="mcp__notes__read_note")
+    finish(session, "a", kit.fail('unknown tool "mcp__notes__read_note"', code="UNKNOWN_TOOL"),
+           tool="mcp__notes__read_note")
+    error = session.close().errors[0]
+    assert str(error) == (
+        "CASSETTE_TOOL_UNREGISTERED: mcp__notes__read_note at root/0, ordinal 0: not registered during "
+        "replay: its MCP server notes did not start, and the cassette (version 2) holds no definition "
+        "to stand it up"
+    )
+    assert error.hint.startswith("start MCP server notes for the replay, or re-record the cassette")
+
+
+def test_a_stand_in_the_registry_refused_is_named_with_its_reason(replay: ToolCassetteSession, kit: Any) -> None:
+    assert isinstance(replay, ReplaySession)
+    replay.standin_errors = {"weather_lookup": "schema unsupported"}
+    execute(replay, "a")
+    finish(replay, "a", kit.fail('unknown tool "weather_lookup"', code="UNKNOWN_TOOL"))
+    error = replay.close().errors[0]
+    assert "and its stand-in from the cassette failed to register (schema unsupported)" in str(error)
+
+
+def test_record_asks_each_tool_for_its_definition_once_and_writes_it_once(make_config: Any, kit: Any) -> None:
+    session = ToolCassetteSession.open(make_config("record"))
+    contract = ToolContract(description="Weather.", parameters=msgspec.Raw(b'{"type":"object"}'),
+                            output=msgspec.Raw(b'{"type": "object"}'), timeoutMs=5000)
+    for n in range(2):
+        decision = execute(session, f"h{n}", f"root/{n}")
+        assert decision == Passthrough(n, describe=n == 0)
+        session.on_post_execute(PostEvent(f"h{n}", f"root/{n}", "weather_lookup", kit.ok(), definition=contract))
+        finish(session, f"h{n}", kit.ok(), f"root/{n}")
+    assert session.close().errors == ()
+    frames = [msgspec.json.decode(line) for line in Path(session.config.file).read_bytes().splitlines()]
+    assert [f["kind"] for f in frames] == [
+        "header", "call/start", "tool", "call/result", "call/start", "call/result", "complete"]
+    assert frames[2] | {"hash": "", "prev": ""} == {
+        "kind": "tool", "seq": 2, "tool": "weather_lookup", "description": "Weather.",
+        "parameters": {"type": "object"}, "output": {"type": "object"}, "timeoutMs": 5000,
+        "hash": "", "prev": ""}
+    assert frames[3]["content"] == [{"text": "rendered", "type": "text"}]
+    replay = ToolCassetteSession.open(make_config("replay"))
+    assert isinstance(replay, ReplaySession)
+    assert list(replay.definitions) == ["weather_lookup"]
+    assert bytes(replay.definitions["weather_lookup"].output) == b'{"type":"object"}'
+
+
+def test_a_replayed_success_rendered_otherwise_now_is_still_the_recorded_outcome(
+    replay: ToolCassetteSession, kit: Any
+) -> None:
+    # The live renderer of a registered tool may have changed: only the value is compared.
+    execute(replay, "h")
+    restyled = msgspec.structs.replace(kit.ok(), content=[{"type": "text", "text": "new look"}])
+    assert post(replay, "h", restyled) is None
+    finish(replay, "h", restyled)
+    assert replay.statistics().poisoned is False
 
 
 def test_record_refuses_to_start_over_an_existing_file(recorded: Path, make_config: Any) -> None:
@@ -589,7 +672,7 @@ def test_deferred_recording_hands_over_its_lines_and_a_lost_one_refuses_its_call
 ) -> None:
     session = ToolCassetteSession.open(make_config("record"), deferred=True)
     partial = session.config.file + ".partial"
-    assert execute(session, "h") == Passthrough(ordinal=0)
+    assert execute(session, "h") == Passthrough(ordinal=0, describe=True)
     assert Path(partial).read_bytes().count(b"\n") == 1  # the header only: nothing written since
     start = session.take_writes()
     assert [msgspec.json.decode(line)["kind"] for line in start] == ["call/start"]

@@ -12,7 +12,14 @@ from click.testing import CliRunner
 
 from dsh_sidecar.python_core.cassette_io import Chain
 from dsh_sidecar.python_core.tool_cassette.cli import main
-from dsh_sidecar.python_core.tool_cassette.format import HeaderFrame, HostState, ResultFrame, decode_frame, seal
+from dsh_sidecar.python_core.tool_cassette.format import (
+    DefinitionFrame,
+    HeaderFrame,
+    HostState,
+    ResultFrame,
+    decode_frame,
+    seal,
+)
 from dsh_sidecar.python_core.tool_cassette.store import verify_file
 
 
@@ -83,23 +90,64 @@ def test_a_flipped_byte_in_a_value_is_a_hash_mismatch(lines: list[bytes], tmp_pa
 
 
 def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> None:
-    assert str(verify_bytes(tmp_path, with_header_version(lines, 3)).error) == (
-        "CASSETTE_INVALID: line 1 header: unsupported protocol version 3 (this build reads 1 and 2)"
+    assert str(verify_bytes(tmp_path, with_header_version(lines, 4)).error) == (
+        "CASSETTE_INVALID: line 1 header: unsupported protocol version 4 (this build reads 1 to 3)"
     )
 
 
-def _rechained(lines: list[bytes], version: int, host: HostState | None = None) -> bytes:
-    """The file re-sealed with header ``version`` (and ``host`` on its first result)."""
+def _rechained(lines: list[bytes], version: int, host: HostState | None = None, *,
+               rendered: bool = False, extra: list[DefinitionFrame] | None = None) -> bytes:
+    """The file re-sealed with header ``version`` (and ``host`` on its first result).
+
+    Successes keep their rendered content only if ``rendered``; ``extra`` frames follow the header.
+    """
     chain, out = Chain(), []
     for raw in lines:
-        frame = decode_frame(raw[:-1])
+        frame: Any = decode_frame(raw[:-1])
         if isinstance(frame, HeaderFrame):
             frame = msgspec.structs.replace(frame, version=version)
-        elif isinstance(frame, ResultFrame) and host is not None and frame.ordinal == 0:
-            frame = msgspec.structs.replace(frame, host=host)
+        elif isinstance(frame, ResultFrame):
+            if not frame.isError and not rendered:
+                frame = msgspec.structs.replace(frame, content=msgspec.UNSET, meta=msgspec.UNSET)
+            if host is not None and frame.ordinal == 0:
+                frame = msgspec.structs.replace(frame, host=host)
         _, line = chain.link(msgspec.structs.replace(frame, hash=msgspec.UNSET))
         out.append(line)
+        if isinstance(frame, HeaderFrame):
+            for definition in extra or ():
+                _, line = chain.link(definition)
+                out.append(line)
     return b"".join(out)
+
+
+def _definition(tool: str = "weather_lookup", **fields: Any) -> DefinitionFrame:
+    values: dict[str, Any] = {"description": "d", "parameters": msgspec.Raw(b'{"type":"object"}'),
+                              "output": msgspec.Raw(b'{"type":"object"}'), **fields}
+    return DefinitionFrame(seq=0, prev="", tool=tool, **values)
+
+
+def test_version_3_members_are_refused_in_older_files_and_checked_in_version_3(
+    lines: list[bytes], tmp_path: Path
+) -> None:
+    assert verify_bytes(tmp_path, _rechained(lines, 3, rendered=True, extra=[_definition()])).valid
+    assert str(verify_bytes(tmp_path, _rechained(lines, 2, rendered=True)).error) == (
+        "CASSETTE_INVALID: line 3 call/result ordinal 0: success with content or meta in a version 2 file"
+    )
+    assert str(verify_bytes(tmp_path, _rechained(lines, 2, extra=[_definition()])).error) == (
+        "CASSETTE_INVALID: line 2 tool: tool definition in a version 2 file"
+    )
+    twice = _rechained(lines, 3, extra=[_definition(), _definition()])
+    assert str(verify_bytes(tmp_path, twice).error) == "CASSETTE_INVALID: line 3 tool: second definition of a tool"
+    for bad, reason in (
+        ({"parameters": msgspec.Raw(b"[]")}, "parameters or output is not an object"),
+        ({"output": msgspec.Raw(b'"x"')}, "parameters or output is not an object"),
+        ({"presentationMeta": False}, "presentationMeta false (left out when false)"),
+        ({"timeoutMs": 0}, "timeoutMs is not positive"),
+    ):
+        text = _rechained(lines, 3, extra=[_definition(**bad)])
+        assert str(verify_bytes(tmp_path, text).error) == f"CASSETTE_INVALID: line 2 tool: {reason}", bad
+    empty = _rechained(lines, 3, extra=[_definition(tool="")])
+    assert str(verify_bytes(tmp_path, empty).error) == "CASSETTE_INVALID: line 2 tool: empty tool"
 
 
 def test_a_version_1_file_still_reads_but_may_not_carry_host_state(lines: list[bytes], tmp_path: Path) -> None:
