@@ -50,6 +50,8 @@ __all__ = [
     "PostExecuteParams",
     "PreStepParams",
     "PreStepResult",
+    "RegisteredTool",
+    "RegistryParams",
     "ReplayFacts",
     "ResultParams",
     "Route",
@@ -62,7 +64,6 @@ __all__ = [
     "ShutdownResult",
     "StandIn",
     "StandInFailure",
-    "StandInsParams",
     "SubagentDecision",
     "SubagentOutcomeParams",
     "SubagentPublishedParams",
@@ -131,7 +132,9 @@ class InitializeResult(_Closed):
 
     ``askExecute: false`` (with the ``tools`` hooks): no call is selected or traced, so the shim
     runs ``tools/execute`` and ``tools/post-execute`` without asking and only reports
-    ``tools/result``. ``standIns``: a replay's recorded tool contracts (``tools`` hooks only).
+    ``tools/result``. ``standIns``: a replay's recorded tool contracts (``tools`` hooks only);
+    ``registry``: what the shim reports of the registered tools when the first agent is
+    created (``tools/registry``): nothing, their names, or their names and contracts.
     """
 
     protocolVersion: int
@@ -140,6 +143,7 @@ class InitializeResult(_Closed):
     subagent: SubagentSetup | None = None
     askExecute: bool = True
     standIns: list[StandIn] = msgspec.field(default_factory=list)
+    registry: Literal["none", "names", "contracts"] = "none"
 
 
 class ShutdownParams(_Closed):
@@ -209,11 +213,20 @@ class StandInFailure(_Closed):
     message: str
 
 
-class StandInsParams(_Closed):
-    """``tools/stand-ins`` (notification): which recorded tools the shim registered because no
-    plugin had, and which it could not; sent once, when the first agent is created."""
+class RegisteredTool(_Closed):
+    """A tool a plugin registered, with its contract when the initialize answer asked for it."""
 
-    registered: list[str]
+    name: str
+    contract: ToolContract | None = None
+
+
+class RegistryParams(_Closed):
+    """``tools/registry`` (notification), sent once when the first agent is created: the tools
+    the plugins registered (before any stand-in), the recorded tools the shim stood up because
+    no plugin had (``standIns``), and those the registry refused (``failed``)."""
+
+    tools: list[RegisteredTool]
+    standIns: list[str] = msgspec.field(default_factory=list)
     failed: list[StandInFailure] = msgspec.field(default_factory=list)
 
 
@@ -513,7 +526,7 @@ METHODS: dict[str, Method] = {
     "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
     "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),
     "tools/result": Method(ResultParams, None, "tools_result", hook="tools"),
-    "tools/stand-ins": Method(StandInsParams, None, "tools_stand_ins", hook="tools"),
+    "tools/registry": Method(RegistryParams, None, "tools_registry", hook="tools"),
     "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", hook="llm"),
     "mock/pre-step": Method(PreStepParams, PreStepResult, "mock_pre_step", hook="llm"),
     "mock/route": Method(RouteParams, RouteResult, "mock_route", hook="llm"),

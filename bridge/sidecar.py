@@ -34,13 +34,13 @@ from dsh_sidecar.bridge.protocol import (
     PostExecuteParams,
     PreStepParams,
     PreStepResult,
+    RegistryParams,
     ResultParams,
     RouteParams,
     RouteResult,
     SessionEndParams,
     ShutdownParams,
     ShutdownResult,
-    StandInsParams,
     SubagentDecision,
     SubagentOutcomeParams,
     SubagentPublishedParams,
@@ -142,6 +142,7 @@ class Sidecar:
             protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
             subagent=None if self.subagents is None else self.subagents.setup, askExecute=ask_execute,
             standIns=[] if self.tools is None else self.tools.stand_ins(),
+            registry="none" if self.tools is None else self.tools.registry_view(),
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
@@ -244,9 +245,9 @@ class Sidecar:
             self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
         return written
 
-    def tools_stand_ins(self, params: StandInsParams) -> None:
-        """``tools/stand-ins`` notification: the recorded tools the shim stood up."""
-        self._tool_hooks().stood_up(params)
+    def tools_registry(self, params: RegistryParams) -> Later | None:
+        """``tools/registry`` notification: the registered tools and the stand-ins."""
+        return self._tool_hooks().registry(params)
 
     def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
         """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""

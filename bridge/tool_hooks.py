@@ -10,6 +10,8 @@ a ``toolCassette`` section every call passes through. A recording's lines go to 
 from __future__ import annotations
 
 import os
+import sys
+from typing import Literal
 
 import anyio
 import msgspec
@@ -23,9 +25,9 @@ from dsh_sidecar.bridge.protocol import (
     ExecuteParams,
     PostExecuteDecision,
     PostExecuteParams,
+    RegistryParams,
     ResultParams,
     StandIn,
-    StandInsParams,
 )
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
@@ -45,6 +47,7 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     ToolCassetteSession,
     ToolResult,
 )
+from dsh_sidecar.python_core.tool_cassette.errors import UnmatchedPattern
 from dsh_sidecar.python_core.tool_cassette.host_state import kept, restored
 
 __all__ = ["ToolHooks"]
@@ -91,13 +94,37 @@ class ToolHooks:
             for d in cassette.definitions.values()
         ]
 
-    def stood_up(self, params: StandInsParams) -> None:
-        """The shim registered these stand-ins (and could not register the failed ones)."""
-        self.trace.write("tools/stand-ins", registered=params.registered, failed=[f.tool for f in params.failed])
-        if isinstance(self.cassette, ReplaySession):
-            self.cassette.stood_up = frozenset(params.registered)
-            self.cassette.standin_errors = {f.tool: f.message for f in params.failed}
-        self._stood_up = sorted(params.registered)
+    def registry_view(self) -> Literal["none", "names", "contracts"]:
+        """What the shim reports of the registered tools: a recording keeps the contracts of
+        the selected ones; a replay checks its patterns against the names."""
+        if self.cassette is None:
+            return "none"
+        return "contracts" if self.recording is not None else "names"
+
+    def registry(self, params: RegistryParams) -> Later | None:
+        """The tools the plugins registered, and the stand-ins, when the first agent was created."""
+        self.trace.write("tools/registry", tools=len(params.tools), standIns=params.standIns,
+                         failed=[f.tool for f in params.failed])
+        cassette = self.cassette
+        if cassette is None:
+            return None
+        if isinstance(cassette, ReplaySession):
+            cassette.stood_up = frozenset(params.standIns)
+            cassette.standin_errors = {f.tool: f.message for f in params.failed}
+        self._stood_up = sorted(params.standIns)
+        names = [tool.name for tool in params.tools] + params.standIns
+        for pattern in cassette.config.unmatched(names):
+            # Named at boot, before any turn: the recording would select nothing through it.
+            sys.stderr.write(f"dsh-sidecar: warning: {UnmatchedPattern(pattern, len(params.tools))}; "
+                             f"fix: {UnmatchedPattern.hint}\n")
+        if self.recording is not None:
+            for tool in params.tools:
+                if tool.contract is not None:
+                    self.recording.define(tool.name, tool.contract)
+            ticket = self._queued()
+            if ticket is not None and self.writer is not None:
+                return Later(self.writer, ticket, _no_answer)
+        return None
 
     def _failed(self, error: SidecarError) -> None:
         assert self.recording is not None

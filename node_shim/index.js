@@ -148,7 +148,7 @@ export async function apply(ctx, config) {
   if (rpc === undefined || reply === undefined) return
   const live = rpc
   const hooks = new Set(reply.hooks)
-  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns)
+  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry)
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
   if (hooks.has('turns')) {

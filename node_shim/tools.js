@@ -40,10 +40,12 @@ class SidecarError extends HarnessError {}
 /**
  * Forward the tool pipeline; the structural path is stamped synchronously at entry.
  * `ask`: whether Python decides each call (the initialize reply's `askExecute`); when it does
- * not, calls run untouched and only their results are reported. `standIns`: see `installStandIns`.
+ * not, calls run untouched and only their results are reported. `standIns`, `registry`: see
+ * `installRegistry`.
  * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask] @param {StandIn[]} [standIns]
+ * @param {'none' | 'names' | 'contracts'} [registry]
  */
-export function installToolHooks(ctx, rpc, ask = true, standIns = []) {
+export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry = 'none') {
   /** @type {AsyncLocalStorage<string>} */
   const als = new AsyncLocalStorage()
   /** @type {WeakMap<ToolExecutionToken, string>} */
@@ -54,7 +56,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = []) {
   const noPost = new WeakSet()
   /** calls whose tool definition Python asked for (`describe`) @type {WeakSet<ToolExecutionToken>} */
   const describe = new WeakSet()
-  const standing = installStandIns(ctx, rpc, standIns)
+  const standing = installRegistry(ctx, rpc, standIns, registry)
   /** @type {Map<string, number>} */
   const children = new Map()
   /** the handle of the call whose real body runs in this async context @type {AsyncLocalStorage<string>} */
@@ -164,14 +166,16 @@ function contractOf(tool) {
 }
 
 /**
- * Register a replay's recorded tool contracts where no plugin registered the tool (its MCP
- * server down, its row absent), once, when the first agent is created: every plugin has
- * activated by then (headless awaits the loader first) and no model request has been built.
- * A stand-in renders what the real renderer produced for the served value (sent with it); its
- * body never runs, since the cassette serves or refuses every call of a selected tool.
+ * Once, when the first agent is created (every plugin has activated by then: headless awaits
+ * the loader first; no model request has been built yet): register a replay's recorded tool
+ * contracts where no plugin registered the tool (its MCP server down, its row absent), and
+ * report the registered tools (`registry`: their names, or names and contracts) and the
+ * stand-ins. A stand-in renders what the real renderer produced for the served value (sent
+ * with it); its body never runs, since the cassette serves or refuses every call of a selected tool.
  * @param {Context} ctx @param {Rpc} rpc @param {StandIn[]} standIns
+ * @param {'none' | 'names' | 'contracts'} registry
  */
-function installStandIns(ctx, rpc, standIns) {
+function installRegistry(ctx, rpc, standIns, registry) {
   /** the recorded rendering of each served call, by its frozen arguments @type {WeakMap<object, Readonly<ToolExecutionResult>>} */
   const byArgs = new WeakMap()
   /** @type {Map<unknown, Readonly<ToolExecutionResult>>} */
@@ -180,11 +184,13 @@ function installStandIns(ctx, rpc, standIns) {
   const stood = new Set()
   /** @param {unknown} args */
   const rendered = (args) => (typeof args === 'object' && args !== null ? byArgs.get(args) : byValue.get(args))
-  if (standIns.length > 0) {
+  if (standIns.length > 0 || registry !== 'none') {
     let done = false
     ctx.on('agent/created', () => {
       if (done) return
       done = true
+      const names = ctx.tools.schemas().map((schema) => schema.name)
+      const tools = names.map((name) => (registry === 'contracts' ? { name, contract: contractOf(ctx.tools.get(name)) } : { name }))
       /** @type {{ tool: string, message: string }[]} */
       const failed = []
       for (const contract of standIns) {
@@ -196,7 +202,7 @@ function installStandIns(ctx, rpc, standIns) {
           failed.push({ tool: contract.name, message: messageOf(error) })
         }
       }
-      rpc.notify('tools/stand-ins', { registered: [...stood], failed })
+      rpc.notify('tools/registry', { tools, standIns: [...stood], failed })
     })
   }
   return {

@@ -39,6 +39,7 @@ export interface InitializeResult {
   subagent?: SubagentSetup
   askExecute?: boolean
   standIns?: StandIn[]
+  registry?: 'none' | 'names' | 'contracts'
 }
 
 /** A tool's contract as registered: what the cassette records and a stand-in registers. */
@@ -203,7 +204,7 @@ export interface Methods {
 /** Every notification the shim sends, with its params. */
 export interface Notifications {
   'tools/result': { handle: string, path: string | null, tool: string, callId: string, result: WireResult, sessionId: string | null }
-  'tools/stand-ins': { registered: string[], failed: { tool: string, message: string }[] }
+  'tools/registry': { tools: { name: string, contract?: ToolContract | null }[], standIns: string[], failed: { tool: string, message: string }[] }
   'mock/session-end': { sessionId: string }
   'subagent/published': { handle: CallHandle, childId: string }
   'session/turn': { sessionId: string, turn: number, phase: 'start' | 'end', reason?: string | null }

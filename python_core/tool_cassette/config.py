@@ -58,6 +58,10 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
         """Tell whether ``tool`` is covered by an ``include`` pattern."""
         return any(_matches(pattern, tool) for pattern in self.include)
 
+    def unmatched(self, tools: Sequence[str]) -> tuple[str, ...]:
+        """The ``include`` patterns that match none of ``tools``."""
+        return tuple(p for p in self.include if not any(_matches(p, tool) for tool in tools))
+
 
 def same_selection(a: Sequence[str], b: Sequence[str]) -> bool:
     """Tell whether two ``include`` lists select the same tools (pattern order selects nothing)."""

@@ -642,7 +642,7 @@ class RecordSession(ToolCassetteSession):
             return self._refuse(event, error)
         self._ordinals += 1
         self._calls[event.handle] = _Call(phase, event.tool, event.path, ordinal)
-        describe = event.tool not in self._described
+        describe = event.tool not in self._described and event.tool not in self._defined
         self._described.add(event.tool)
         return Passthrough(ordinal=ordinal, describe=describe)
 
@@ -699,6 +699,22 @@ class RecordSession(ToolCassetteSession):
         self._fail(error)
         call.phase = CallPhase.REFUSED
         return Refuse(error)
+
+    def define(self, tool: str, contract: ToolContract) -> None:
+        """Record the contract of a selected tool the host registered (once per tool).
+
+        Every selected tool is defined, called or not: the model sees all of them, so a replay
+        standing them up offers the model the same tools.
+        """
+        if self.state is not SessionState.RECORDING or tool in self._defined or not self.selects(tool):
+            return
+        try:
+            lost = self._define(tool, contract)
+        except CanonicalJsonError as exc:
+            self._fail(OutcomeUnrecordable(tool, "its registered definition", None, exc.reason))
+            return
+        if lost is not None:
+            self._fail(lost)
 
     def _define(self, tool: str, contract: ToolContract) -> CassetteIOError | None:
         """Emit the ``tool`` frame of ``tool`` (once per recording).

@@ -30,6 +30,7 @@ __all__ = [
     "ShortCircuited",
     "ToolUnregistered",
     "UnconsumedRecords",
+    "UnmatchedPattern",
     "UnsupportedConcludesTurn",
     "ValueRejected",
     "fingerprint",
@@ -223,6 +224,23 @@ class ToolUnregistered(SidecarError):
         self.ordinal = ordinal
 
 
+class UnmatchedPattern(SidecarError):
+    """An ``include`` pattern matches no tool the host registered (a warning at boot)."""
+
+    code = "CASSETTE_PATTERN_UNMATCHED"
+    hint = (
+        "match the pattern to a tool name the host registers (an MCP tool is "
+        "mcp__<server>__<tool>: mcp__notes__* or mcp__*__read*), or drop it"
+    )
+
+    def __init__(self, pattern: str, registered: int) -> None:
+        super().__init__(
+            f"{_SECTION}.include pattern {printable(pattern)} matches none of the {registered} tools "
+            "the host registered"
+        )
+        self.pattern = pattern
+
+
 class UnsupportedConcludesTurn(SidecarError):
     """A selected call concluded the turn; V1 cannot record or replay that."""
 
@@ -304,7 +322,7 @@ class OutcomeUnrecordable(SidecarError):
 
     code = "CASSETTE_OUTCOME_UNRECORDABLE"
 
-    def __init__(self, tool: str, path: str, ordinal: int, reason: str) -> None:
+    def __init__(self, tool: str, path: str, ordinal: int | None, reason: str) -> None:
         super().__init__(f"{_call(tool, path, ordinal)}: outcome unrecordable ({reason})")
         self.tool = tool
         self.path = path
