@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import msgspec
@@ -17,6 +17,7 @@ from dsh_sidecar.python_core.tool_cassette import (
     ToolResult,
     parse_config,
 )
+from dsh_sidecar.python_core.tool_cassette.engine import RecordSession, ToolContract
 from dsh_sidecar.python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
 
 # Appears in arguments and values of every factory cassette; privacy tests grep for it.
@@ -101,9 +102,12 @@ def drive(session: ToolCassetteSession, calls: Sequence[Call]) -> None:
 def make_cassette(make_config: Callable[..., ToolCassetteConfig]) -> Callable[..., Path]:
     def make(
         calls: Sequence[Call] = DEFAULT_CALLS, file: str = "w.tool-cassette.jsonl",
-        include: Sequence[str] = ("weather_*", "mcp_*_read"),
+        include: Sequence[str] = ("weather_*", "mcp_*_read"), contracts: Mapping[str, ToolContract] | None = None,
     ) -> Path:
         session = ToolCassetteSession.open(make_config("record", file, include))
+        assert isinstance(session, RecordSession)
+        for tool, contract in (contracts or {}).items():
+            session.define(tool, contract)
         drive(session, calls)
         report = session.close()
         assert report.errors == ()
@@ -112,9 +116,18 @@ def make_cassette(make_config: Callable[..., ToolCassetteConfig]) -> Callable[..
     return make
 
 
+WEATHER_CONTRACT = ToolContract(
+    description="Look up the weather.",
+    parameters=msgspec.Raw(b'{"properties":{"city":{"type":"string"}},"type":"object"}'),
+    output=msgspec.Raw(b'{"properties":{"temp":{"type":"number"}},"type":"object"}'),
+    presentationMeta=True, timeoutMs=9000,
+)
+
+
 class Kit:
     """What test modules need from here (importlib mode cannot import conftest)."""
 
+    WEATHER_CONTRACT = WEATHER_CONTRACT
     SECRET = SECRET
     Call = Call
     DEFAULT_CALLS = DEFAULT_CALLS

@@ -1,6 +1,6 @@
 """Fuzz: mutated tool cassettes through the verifier and the ``dsh-tool-cassette`` CLI.
 
-10,000 mutations of a valid recording (bit flips, cut, doubled and swapped lines, deep
+10,000 mutations of a valid recording holding a tool definition (bit flips, cut, doubled and swapped lines, deep
 nesting, lone surrogates, NULs, huge numbers) go through ``verify`` and ``inspect``: every one
 is valid or a named error on one line with exit 1, never a traceback. Seed: the ``fuzz``
 fixture prints it.
@@ -21,8 +21,10 @@ from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 N = 10_000
 
 
-def test_fuzz_mutated_cassettes_get_named_errors_only(fuzz: Any, make_cassette: Any, tmp_path: Path) -> None:
-    valid = Path(make_cassette()).read_bytes()
+def test_fuzz_mutated_cassettes_get_named_errors_only(fuzz: Any, make_cassette: Any, kit: Any,
+                                                      tmp_path: Path) -> None:
+    valid = Path(make_cassette(contracts={"weather_lookup": kit.WEATHER_CONTRACT})).read_bytes()
+    assert b'"kind":"tool"' in valid
     target = tmp_path / "m.ndjson"
     runner = CliRunner()
     outcomes: dict[str, int] = {}
