@@ -166,6 +166,11 @@ def _print_diff(report: DiffReport) -> None:
     for change in report.changes:
         for line in _change_lines(change):
             click.echo(line)
+    for contract in report.contracts:
+        marker = {"added": "+", "removed": "-", "changed": "~"}[contract.kind]
+        what = ("only in B" if contract.kind == "added" else "only in A" if contract.kind == "removed"
+                else ", ".join(contract.fields) + " changed")
+        click.echo(f"  {marker} tool contract {printable(contract.tool)} ({what})")
 
 
 @main.command()

@@ -5,7 +5,8 @@ Rule: records align by ordinal (the order replay consumes them). A pair differs 
 bytes and reported as fingerprints plus the JSON pointers that differ, never as values. An
 ordinal held by one file only is ``added`` (only in B) or ``removed`` (only in A). Another
 ``include`` list in the headers is drift too: replay refuses a cassette recorded with other
-patterns.
+patterns. So is a tool contract (version 3 ``tool`` frames) added, removed or changed: a replay
+that stands the tool up offers the model that contract.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dsh_sidecar.python_core.tool_cassette.calls import CallSummary, outcome_jso
 from dsh_sidecar.python_core.tool_cassette.config import same_selection
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall
 
-__all__ = ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
+__all__ = ["CallChange", "ContractChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
 
 Field = Literal["tool", "path", "args", "outcome"]
 
@@ -48,6 +49,14 @@ class CallChange(msgspec.Struct, frozen=True, kw_only=True):
     fields: tuple[FieldChange, ...] = ()
 
 
+class ContractChange(msgspec.Struct, frozen=True, kw_only=True):
+    """A tool whose recorded contract is in one file only, or differs in ``fields``."""
+
+    tool: str
+    kind: Literal["added", "removed", "changed"]
+    fields: tuple[str, ...] = ()
+
+
 class DiffReport(msgspec.Struct, frozen=True, kw_only=True):
     """Result of ``diff_cassettes``; ``equivalent`` drives exit code 0 versus 2."""
 
@@ -57,6 +66,7 @@ class DiffReport(msgspec.Struct, frozen=True, kw_only=True):
     unchanged: int
     includeDiffers: bool
     changes: tuple[CallChange, ...]
+    contracts: tuple[ContractChange, ...] = ()
 
 
 def outcome_label(call: CallSummary) -> str:
@@ -108,7 +118,25 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
             else:
                 unchanged += 1
     include_differs = not same_selection(a.header.include, b.header.include)
+    contracts = _contracts(a, b)
     return DiffReport(
-        equivalent=not changes and not include_differs, callsA=len(left), callsB=len(right),
-        unchanged=unchanged, includeDiffers=include_differs, changes=tuple(changes),
+        equivalent=not changes and not include_differs and not contracts, callsA=len(left), callsB=len(right),
+        unchanged=unchanged, includeDiffers=include_differs, changes=tuple(changes), contracts=contracts,
     )
+
+
+_CONTRACT_FIELDS = ("description", "parameters", "output", "presentationMeta", "timeoutMs")
+
+
+def _contracts(a: Cassette, b: Cassette) -> tuple[ContractChange, ...]:
+    """The recorded tool contracts that differ, by tool name (a file before version 3 has none)."""
+    out: list[ContractChange] = []
+    for tool in sorted(a.definitions.keys() | b.definitions.keys()):
+        x, y = a.definitions.get(tool), b.definitions.get(tool)
+        if x is None or y is None:
+            out.append(ContractChange(tool=tool, kind="added" if x is None else "removed"))
+            continue
+        fields = tuple(f for f in _CONTRACT_FIELDS if getattr(x, f) != getattr(y, f))
+        if fields:
+            out.append(ContractChange(tool=tool, kind="changed", fields=fields))
+    return tuple(out)

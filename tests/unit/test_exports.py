@@ -209,7 +209,9 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.calls": ["CallSummary", "OutcomeKind", "outcome_json", "summarize"],
     "python_core.tool_cassette.cli": ["main"],
     "python_core.tool_cassette.config": ["ToolCassetteConfig", "parse_config", "same_selection"],
-    "python_core.tool_cassette.diff": ["CallChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"],
+    "python_core.tool_cassette.diff": [
+        "CallChange", "ContractChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label",
+    ],
     "python_core.tool_cassette.engine": [
         "CALL_TRANSITIONS", "CallPhase", "CassetteStats", "CloseReport", "Event", "ExecuteEvent",
         "FAILURE_TRANSITIONS", "Passthrough", "PostEvent", "RecordSession", "Refuse", "ReplaySession", "ResultEvent",

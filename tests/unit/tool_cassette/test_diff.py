@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from click.testing import CliRunner
 
 from dsh_sidecar.python_core.errors import SidecarError, printable
@@ -30,6 +31,23 @@ def test_a_cassette_is_equivalent_to_itself_and_to_a_copy(make_cassette: Any, tm
     assert (result.exit_code, result.output) == (
         0, "equivalent: 3 -> 3 calls, 3 unchanged, 0 changed, 0 added, 0 removed\n",
     )
+
+
+def test_a_changed_added_or_removed_tool_contract_is_drift(make_cassette: Any, kit: Any) -> None:
+    contract = kit.WEATHER_CONTRACT
+    wider = msgspec.structs.replace(contract, output=msgspec.Raw(b'{"type":"object"}'), timeoutMs=1)
+    a = make_cassette(file="a.jsonl", contracts={"weather_lookup": contract, "mcp_fs_read": contract})
+    b = make_cassette(file="b.jsonl", contracts={"weather_lookup": wider, "weather_radar": contract})
+    result = run("diff", str(a), str(b))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        "different: 3 -> 3 calls, 3 unchanged, 0 changed, 0 added, 0 removed",
+        "  - tool contract mcp_fs_read (only in A)",
+        "  ~ tool contract weather_lookup (output, timeoutMs changed)",
+        "  + tool contract weather_radar (only in B)",
+    ]
+    same = make_cassette(file="c.jsonl", contracts={"weather_lookup": contract, "mcp_fs_read": contract})
+    assert run("diff", str(a), str(same)).exit_code == 0
 
 
 def test_changed_args_outcome_tool_and_path_are_named_by_field_and_pointer(
