@@ -98,3 +98,33 @@ def test_a_local_plugin_whose_source_changed_is_reported_stale(tmp_path: Path) -
         warnings.simplefilter("always")
         run(ECHO, cwd=tmp_path, host=host_env(HOST, home), rows=rows)
     assert [w for w in seen if issubclass(w.category, StalePlugin)] == []
+
+
+def test_pytest_dsh_setup_from_nothing_gives_a_host_whose_first_turn_boots(tmp_path: Path) -> None:
+    # An empty host prefix, an empty pnpm store, an empty corepack cache, no DSH_HOME: --dsh-setup
+    # installs pnpm, DSH rc.8 with the hmr fix and the plugin, and the first test's turn boots;
+    # `dsh-sidecar run` on that host boots too (its DSH_HOME is the one --dsh-setup filled).
+    prefix = tmp_path / "host"
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_it.py").write_text(
+        "def test_it(dsh):\n"
+        "    result = dsh.run('/mock run glob({\"pattern\": \"*.py\"})')\n"
+        "    assert result.ok, result.explain()\n"
+        "    assert [r.tool for r in result.tool_results] == ['glob']\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DSH_HOME", "DSH_SIDECAR_HOST")}
+    env |= {"npm_config_store_dir": str(tmp_path / "pnpm-store"), "COREPACK_HOME": str(tmp_path / "corepack")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--dsh-setup", f"--dsh-host={prefix}",
+         "--dsh-allow-live-tools"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 passed" in proc.stdout
+    assert any((tmp_path / "pnpm-store").iterdir())  # the store pnpm filled was the empty one
+    cli = subprocess.run(
+        [str(CLI), "run", "--cwd", str(project), "--", '/mock run glob({"pattern": "*.py"})'],
+        env=env | {"DSH_SIDECAR_HOST": str(prefix)}, capture_output=True, text=True, timeout=300,
+    )
+    assert cli.returncode == 0, cli.stderr[-3000:]
