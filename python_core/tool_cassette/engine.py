@@ -353,7 +353,9 @@ def _outcome_key(frame: ResultFrame) -> tuple[object, ...]:
     return (True, frame.error, frame.content, frame.meta, frame.additionalContexts)
 
 
-def _serve(record: RecordedCall) -> Serve:
+def _serve(record: RecordedCall, stood_up: bool = False) -> Serve:
+    """The served answer of ``record``; ``stood_up``: its tool is a stand-in, which renders only
+    what is served (a success recorded without its rendering shows its value's JSON text)."""
     frame = record.result
     body: dict[str, object]
     if frame.isError:
@@ -363,8 +365,11 @@ def _serve(record: RecordedCall) -> Serve:
     else:
         # The recorded rendering travels along: a stand-in's renderer serves it (a registered
         # tool renders the value itself and DSH drops this content).
-        body = {"content": [] if frame.content is UNSET else frame.content, "isError": False,
-                "value": frame.value}
+        content: object = frame.content
+        if content is UNSET:
+            assert frame.value is not UNSET  # verified: a success always has a value
+            content = [{"type": "text", "text": bytes(frame.value).decode()}] if stood_up else []
+        body = {"content": content, "isError": False, "value": frame.value}
         if frame.meta is not UNSET:
             body["meta"] = frame.meta
     cancellation = None
@@ -399,10 +404,14 @@ def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFr
     if not isinstance(error, UnsetType):
         message = filters.apply(error.message, tool=tool, where="result")
         error = msgspec.structs.replace(error, message=message if isinstance(message, str) else PLACEHOLDER)
+    value = _redact_raw(filters, tool, frame.value)
+    content, meta = _redact_raw(filters, tool, frame.content), _redact_raw(filters, tool, frame.meta)
+    if not frame.isError and value != frame.value:
+        # A success's rendering may spell what the filters took out of its value (a key filter
+        # never sees inside rendered text): it is not kept, and a stand-in shows the value.
+        content, meta = UNSET, UNSET
     return msgspec.structs.replace(
-        frame, error=error,
-        value=_redact_raw(filters, tool, frame.value), content=_redact_raw(filters, tool, frame.content),
-        meta=_redact_raw(filters, tool, frame.meta),
+        frame, error=error, value=value, content=content, meta=meta,
         additionalContexts=_redact_raw(filters, tool, frame.additionalContexts),
     )
 
@@ -929,7 +938,7 @@ class ReplaySession(ToolCassetteSession):
         call = _Call(phase, event.tool, event.path, ordinal)
         call.record = record
         self._calls[event.handle] = call
-        served = _serve(record)
+        served = _serve(record, stood_up=event.tool in self.stood_up)
         if fault is not None and fault.delayMs:
             served = msgspec.structs.replace(served, delay_ms=fault.delayMs)
         return served

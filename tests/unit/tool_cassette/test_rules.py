@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.tool_cassette.config import parse_config
-from dsh_sidecar.python_core.tool_cassette.engine import ExecuteEvent, Refuse, Serve, ToolCassetteSession
+from dsh_sidecar.python_core.tool_cassette.engine import ExecuteEvent, Refuse, ReplaySession, Serve, ToolCassetteSession
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, RulesDiffer
 from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, parse_filters
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file, reseal_lines
@@ -154,3 +155,35 @@ def test_result_filters_cover_contexts_and_failure_content(tmp_path: Path, kit: 
     text = (tmp_path / "c.ndjson").read_bytes()
     # Arguments are left alone (in: result); contexts, the failure's message and content are not.
     assert text.count(kit.SECRET.encode()) == 1  # the call/start args of the first call
+
+
+def test_a_success_whose_value_a_filter_changed_keeps_no_rendering(tmp_path: Path, kit: Any) -> None:
+    # A key filter never sees inside the rendered text, which may spell the secret: the
+    # rendering is left out, and a stand-in shows the redacted value's JSON instead.
+    secret = kit.SECRET
+    outcome = msgspec.structs.replace(
+        kit.ok(b'{"api_token":"' + secret.encode() + b'","temp":1}'),
+        content=[{"type": "text", "text": f"token {secret}"}])
+    call = kit.Call(args=b'{"city":"Paris"}', outcome=outcome)
+    session = ToolCassetteSession.open(_config(tmp_path, filters=["credentials"], allowRedactedReplay=True))
+    kit.drive(session, [call])
+    assert session.close().errors == ()
+    data = (tmp_path / "c.ndjson").read_bytes()
+    assert secret.encode() not in data
+    [result] = [msgspec.json.decode(line) for line in data.splitlines() if b'"call/result"' in line]
+    assert "content" not in result and result["value"] == {"api_token": PLACEHOLDER, "temp": 1}
+
+    replay = ToolCassetteSession.open(_config(tmp_path, "replay", filters=["credentials"], allowRedactedReplay=True))
+    assert isinstance(replay, ReplaySession)
+    replay.stood_up = frozenset({"weather_lookup"})
+    served = replay.on_execute(ExecuteEvent("h0", "root/0", "weather_lookup", b'{"city":"Paris"}'))
+    assert isinstance(served, Serve)
+    assert msgspec.json.decode(served.result)["content"] == [
+        {"type": "text", "text": '{"api_token":"[redacted]","temp":1}'}]
+
+
+def test_an_unredacted_success_keeps_its_rendering(tmp_path: Path, kit: Any) -> None:
+    _record(tmp_path, kit, filters=["credentials"])
+    results = [msgspec.json.decode(line) for line in (tmp_path / "c.ndjson").read_bytes().splitlines()
+               if b'"call/result"' in line]
+    assert results[0]["content"] == [{"type": "text", "text": "rendered"}]
