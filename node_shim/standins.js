@@ -1,0 +1,116 @@
+// @ts-check
+/**
+ * Stand-ins: a replay's recorded tool contracts registered where no plugin registered the tool
+ * (docs/tool-cassette-format.md, "Replay with the provider gone"), and the registry report.
+ * Python chooses which contracts to send and what to make of the report.
+ */
+import { HarnessError } from '@deepseek-ai/dsh-llm'
+import { messageOf } from './rpc.js'
+
+/**
+ * @typedef {import('./rpc.js').Rpc} Rpc
+ * @typedef {import('./types').Context} Context
+ * @typedef {import('./types').ToolCall} ToolCall
+ * @typedef {import('./types').StandIn} StandIn
+ * @typedef {import('./types').ToolContract} ToolContract
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolDefinition} ToolDefinition
+ * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionResult} ToolExecutionResult
+ */
+
+/** A stand-in's body: never reached while the cassette serves or refuses every call. */
+class StandInCalled extends HarnessError {}
+
+/**
+ * A registered tool's contract as JSON: what a replay needs to stand it up again.
+ * @param {ToolDefinition | undefined} tool @returns {ToolContract | null}
+ */
+export function contractOf(tool) {
+  if (tool === undefined) return null
+  return {
+    description: tool.description,
+    parameters: tool.parameters,
+    output: tool.output.schema,
+    ...(tool.output.presentationMeta !== undefined ? { presentationMeta: true } : {}),
+    ...(tool.timeoutMs !== undefined ? { timeoutMs: tool.timeoutMs } : {}),
+  }
+}
+
+/**
+ * Once, when the first agent is created (every plugin has activated by then: headless awaits
+ * the loader first; no model request has been built yet): register a replay's recorded tool
+ * contracts where no plugin registered the tool (its MCP server down, its row absent), and
+ * report the registered tools (`registry`: their names, or names and contracts) and the
+ * stand-ins. A stand-in renders what the real renderer produced for the served value (sent
+ * with it); its body never runs, since the cassette serves or refuses every call of a selected tool.
+ * @param {Context} ctx @param {Rpc} rpc @param {StandIn[]} standIns
+ * @param {'none' | 'names' | 'contracts'} registry
+ */
+export function installRegistry(ctx, rpc, standIns, registry) {
+  /** the recorded rendering of each served call, by its frozen arguments @type {WeakMap<object, Readonly<ToolExecutionResult>>} */
+  const byArgs = new WeakMap()
+  /** @type {Map<unknown, Readonly<ToolExecutionResult>>} */
+  const byValue = new Map()
+  /** @type {Set<string>} */
+  const stood = new Set()
+  /** @param {unknown} args */
+  const rendered = (args) => (typeof args === 'object' && args !== null ? byArgs.get(args) : byValue.get(args))
+  if (standIns.length > 0 || registry !== 'none') {
+    let done = false
+    ctx.on('agent/created', () => {
+      if (done) return
+      done = true
+      const names = ctx.tools.schemas().map((schema) => schema.name)
+      const tools = names.map((name) => (registry === 'contracts' ? { name, contract: contractOf(ctx.tools.get(name)) } : { name }))
+      /** @type {{ tool: string, message: string }[]} */
+      const failed = []
+      for (const contract of standIns) {
+        if (ctx.tools.get(contract.name) !== undefined) continue
+        try {
+          ctx.tools.register(standIn(contract, rendered))
+          stood.add(contract.name)
+        } catch (error) {
+          failed.push({ tool: contract.name, message: messageOf(error) })
+        }
+      }
+      rpc.notify('tools/registry', { tools, standIns: [...stood], failed })
+    })
+  }
+  return {
+    /** @param {ToolCall} exec @param {Readonly<ToolExecutionResult>} result */
+    served(exec, result) {
+      if (!stood.has(exec.name) || result.isError) return
+      const args = exec.arguments
+      if (typeof args === 'object' && args !== null) byArgs.set(args, result)
+      else byValue.set(args, result)
+    },
+  }
+}
+
+/**
+ * @param {StandIn} contract
+ * @param {(args: unknown) => Readonly<ToolExecutionResult> | undefined} rendered
+ * @returns {ToolDefinition}
+ */
+function standIn(contract, rendered) {
+  const name = contract.name
+  /** @param {unknown} args */
+  const recorded = (args) => {
+    const result = rendered(args)
+    if (result === undefined) throw new Error(`CASSETTE_STANDIN: tool ${name} is stood up from the cassette and has no recorded rendering for this value`)
+    return result
+  }
+  return {
+    name,
+    description: contract.description,
+    parameters: contract.parameters,
+    ...(contract.timeoutMs !== undefined ? { timeoutMs: contract.timeoutMs } : {}),
+    output: {
+      schema: contract.output,
+      render: (args) => [...recorded(args).content],
+      ...(contract.presentationMeta ? { presentationMeta: (/** @type {unknown} */ args) => recorded(args).meta ?? null } : {}),
+    },
+    async execute() {
+      throw new StandInCalled(`CASSETTE_STANDIN: tool ${name} is stood up from the cassette: only its recorded calls are served`, 'CASSETTE_STANDIN')
+    },
+  }
+}
