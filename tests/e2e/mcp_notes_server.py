@@ -7,23 +7,21 @@ Its answers come from the "world" folder (``<name>.txt`` notes, ``<name>.lock`` 
 test changes what a real call would answer by editing files there. Every ``tools/call`` it
 serves appends the tool's name as one line to ``--calls``, which is how a replay test proves
 the real server saw no call. Over HTTP it listens on 127.0.0.1:PORT/mcp and prints
-``notes server ready`` on stdout once the port accepts connections.
+``notes server ready`` on stdout once it listens there.
 """
 
 from __future__ import annotations
 
 import argparse
 import socket
-import sys
-import threading
-import time
 from pathlib import Path
 
+import anyio
+import uvicorn
 from mcp.server.fastmcp import FastMCP
 from pydantic import BaseModel
 
 READY_LINE = "notes server ready"
-_READY_DEADLINE_S = 30.0
 
 
 class NoteStats(BaseModel):
@@ -66,17 +64,13 @@ def build(world: Path, calls: Path, port: int) -> FastMCP:
     return server
 
 
-def _announce_when_listening(port: int) -> None:
-    # uvicorn owns the listening socket inside server.run(): poll it from a thread, bounded.
-    deadline = time.monotonic() + _READY_DEADLINE_S
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1.0):
-                print(READY_LINE, flush=True)
-                return
-        except OSError:
-            time.sleep(0.02)
-    print(f"notes server: port {port} did not open within {_READY_DEADLINE_S:.0f}s", file=sys.stderr, flush=True)
+def _serve_http(server: FastMCP, port: int) -> None:
+    # Bind and listen before uvicorn starts, so the ready line is true when printed (the kernel
+    # queues early connections) and a port taken meanwhile fails here instead of serving nothing.
+    listener = socket.create_server(("127.0.0.1", port))
+    print(READY_LINE, flush=True)
+    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    anyio.run(uvicorn.Server(config).serve, [listener])
 
 
 def main() -> None:
@@ -90,8 +84,7 @@ def main() -> None:
     if args.port is None:
         server.run("stdio")
         return
-    threading.Thread(target=_announce_when_listening, args=(args.port,), daemon=True).start()
-    server.run("streamable-http")
+    _serve_http(server, args.port)
 
 
 if __name__ == "__main__":
