@@ -8,7 +8,10 @@ HTTP on 127.0.0.1, and ``@modelcontextprotocol/server-filesystem`` (installed by
 DSH connects to them through a new ``@deepseek-ai/dsh-mcp-client`` row (``Row(insert=True)``).
 
 ``record_then_replay(..., offline=True)`` replays with the provider gone instead (the stdio
-script removed, the HTTP server stopped, the row's command pointing at a missing file).
+script removed, the HTTP server stopped, the row's command pointing at a missing file), e.g.
+``record_then_replay(dsh, notes, NOTES_STEPS, _edit_notes, offline=True)`` for both notes
+transports and ``record_then_replay(dsh, filesystem, _fs_steps(filesystem.world), _edit_files,
+offline=True)``.
 """
 
 from __future__ import annotations
@@ -238,10 +241,10 @@ def test_the_notes_server_replays_text_structured_output_and_a_raised_error_with
     assert "changed" not in replayed.stdout + "".join(r.output for r in replayed.tool_results)
 
 
-FS_STEPS = [
-    {"tool": "mcp__fs__read_text_file", "args": {"path": "world/todo.txt"}},
-    {"tool": "mcp__fs__read_text_file", "args": {"path": "world/later.txt"}},
-]
+def _fs_steps(world: Path) -> list[dict[str, Any]]:
+    # server-filesystem wants paths inside its allowed folder; absolute ones are unambiguous.
+    names = ("todo.txt", "later.txt")  # later.txt does not exist at record time
+    return [{"tool": "mcp__fs__read_text_file", "args": {"path": str(world / name)}} for name in names]
 
 
 def _edit_files(world: Path) -> None:
@@ -252,8 +255,7 @@ def _edit_files(world: Path) -> None:
 def test_server_filesystem_replays_the_recorded_text_while_the_file_says_otherwise(
     dsh: DshRunner, filesystem: McpServer,
 ) -> None:
-    steps = [{**s, "args": {"path": str(dsh.cwd / s["args"]["path"])}} for s in FS_STEPS]
-    recorded, replayed = record_then_replay(dsh, filesystem, steps, _edit_files)
+    recorded, replayed = record_then_replay(dsh, filesystem, _fs_steps(filesystem.world), _edit_files)
     read, missing = replayed.tool_results
     assert (read.is_error, read.output) == (False, "ship the release\n")
     assert read.value["structuredContent"] == {"content": "ship the release\n"}
@@ -299,7 +301,7 @@ def test_server_filesystems_output_schema_is_not_registered_so_any_structured_va
     # server-filesystem advertises draft-07 schemas with a `$schema` keyword, outside the subset
     # DSH rc.8 enforces: dsh-mcp-client drops that outputSchema and registers structuredContent
     # unconstrained, so a value its schema forbids still replays. A stand-in must do the same.
-    steps = [{"tool": "mcp__fs__read_text_file", "args": {"path": str(filesystem.world / "todo.txt")}}]
+    steps = _fs_steps(filesystem.world)[:1]
     recorded = _run(dsh, filesystem, steps, "once")
     assert recorded.ok, recorded.explain()
     _reseal_with_structured(dsh.cwd / CASSETTE, 0, {"content": 5})
