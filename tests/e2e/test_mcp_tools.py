@@ -33,6 +33,7 @@ import pytest
 from dshrun import HOST
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp_notes_server import READY_LINE
 
 from dsh_sidecar.bridge.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.run import RecordMode, Row, RunResult, ToolCassette, run
@@ -42,7 +43,6 @@ TRACE = "sidecar-trace.jsonl"
 MCP_CLIENT = "@deepseek-ai/dsh-mcp-client"
 NOTES_SERVER = Path(__file__).with_name("mcp_notes_server.py")
 FS_SERVER = HOST / "mcp-server-filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
-READY_LINE = "notes server ready"
 _READY_TIMEOUT_S = 30.0
 
 
