@@ -241,6 +241,24 @@ def test_the_notes_server_replays_text_structured_output_and_a_raised_error_with
     assert "changed" not in replayed.stdout + "".join(r.output for r in replayed.tool_results)
 
 
+def _stood_up(result: RunResult) -> list[str]:
+    """The tools the replay stood up from the cassette, as its close note names them."""
+    marker = "stood up from the cassette (no plugin registered them): "
+    [line] = [line for line in result.stderr.splitlines() if marker in line]
+    return line.split(marker, 1)[1].split(", ")
+
+
+def test_the_notes_server_replays_with_the_server_gone(dsh: DshRunner, notes: McpServer) -> None:
+    # stdio: the server script is deleted; HTTP: the server is stopped. Nothing else changes.
+    _, replayed = record_then_replay(dsh, notes, NOTES_STEPS, _edit_notes, offline=True)
+    assert _stood_up(replayed) == ["mcp__notes__check_note", "mcp__notes__note_stats", "mcp__notes__read_note"]
+    text, stats, check = replayed.tool_results
+    assert (text.is_error, text.output) == (False, "ship the release\nwrite the notes\n")
+    assert json.loads(stats.output) == {"name": "todo", "lines": 2, "words": 6}
+    assert (check.is_error, check.output) == (True, "Error: Error executing tool check_note: note todo is locked")
+    assert "CASSETTE_" not in replayed.stderr.replace("stood up from the cassette", "")
+
+
 def _fs_steps(world: Path) -> list[dict[str, Any]]:
     # server-filesystem wants paths inside its allowed folder; absolute ones are unambiguous.
     names = ("todo.txt", "later.txt")  # later.txt does not exist at record time
@@ -264,6 +282,17 @@ def test_server_filesystem_replays_the_recorded_text_while_the_file_says_otherwi
     assert missing.is_error is True and "ENOENT" in missing.output
     assert (filesystem.world / "later.txt").exists()
     assert recorded.exit_code == 1
+
+
+def test_server_filesystem_replays_with_the_server_uninstalled(dsh: DshRunner, filesystem: McpServer) -> None:
+    # The row's command now points at a file that does not exist, as after an uninstall.
+    listed = anyio.run(_list_tools, filesystem.config["command"], list(filesystem.config["args"]))
+    _, replayed = record_then_replay(dsh, filesystem, _fs_steps(filesystem.world), _edit_files, offline=True)
+    # Every tool the server listed is stood up, called or not: the model is offered the same tools.
+    assert _stood_up(replayed) == sorted(f"mcp__fs__{name}" for name in listed)
+    read, missing = replayed.tool_results
+    assert (read.is_error, read.output) == (False, "ship the release\n")
+    assert missing.is_error is True and "ENOENT" in missing.output
 
 
 def _reseal_with_structured(cassette: Path, ordinal: int, structured: Any) -> None:
@@ -293,6 +322,21 @@ def test_a_replayed_structured_value_is_checked_against_the_output_schema_the_se
     assert ("CASSETTE_VALUE_REJECTED: mcp__notes__note_stats at root/0, ordinal 0: replayed value rejected with "
             "INVALID_TOOL_OUTPUT") in replayed.stderr
     assert notes.real_calls() == ["note_stats"]
+
+
+def test_offline_the_recorded_output_schema_still_checks_a_replayed_value(dsh: DshRunner, notes: McpServer) -> None:
+    # The stand-in carries the schema dsh-mcp-client registered at record time: DSH's own
+    # revalidation runs against it with the server gone.
+    steps = NOTES_STEPS[1:2]
+    recorded = _run(dsh, notes, steps, "once")
+    assert recorded.ok, recorded.explain()
+    _reseal_with_structured(dsh.cwd / CASSETTE, 0, {"name": "todo", "lines": "two", "words": 6})
+    notes.go_away()
+    replayed = _run(dsh, notes, steps, "none")
+    assert replayed.exit_code == 1
+    assert replayed.result("mcp__notes__note_stats").error_code == "INVALID_TOOL_OUTPUT"
+    assert ("CASSETTE_VALUE_REJECTED: mcp__notes__note_stats at root/0, ordinal 0: replayed value rejected with "
+            "INVALID_TOOL_OUTPUT") in replayed.stderr
 
 
 def test_server_filesystems_output_schema_is_not_registered_so_any_structured_value_replays(
