@@ -140,3 +140,31 @@ def test_a_replayed_write_in_another_folder_reports_that_folders_path_and_writes
     output = replayed.tool_results[0].output
     assert f"{moved}/out.txt" in output and f"{dsh.cwd}/out.txt" not in output
     assert not (moved / "out.txt").exists()
+
+
+def test_read_only_built_ins_replay_the_recorded_answers_after_the_world_changed(dsh: DshRunner) -> None:
+    # glob, grep, a foreground bash, str_replace_editor's view and the job, goal and agent
+    # listings: each answer depends on the world, which changes between record and replay.
+    (dsh.cwd / "notes.txt").write_text("alpha one\n")
+    steps = [
+        {"tool": "glob", "args": {"pattern": "*.txt"}},
+        {"tool": "grep", "args": {"pattern": "alpha", "path": "."}},
+        {"tool": "bash", "args": {"command": "cat notes.txt", "description": "print the notes"}},
+        {"tool": "str_replace_editor", "args": {"command": "view", "path": str(dsh.cwd / "notes.txt")}},
+        {"tool": "job_list", "args": {}},
+        {"tool": "get_goal", "args": {}},
+        {"tool": "list_agents", "args": {}},
+    ]
+    include = [step["tool"] for step in steps]
+    recorded = _run(dsh, steps, "once", include)
+    assert recorded.ok, recorded.explain()
+    assert [r.is_error for r in recorded.tool_results] == [False] * len(steps), _texts(recorded)
+    assert "alpha one" in _texts(recorded)[2][1]
+
+    (dsh.cwd / "notes.txt").write_text("alpha changed\n")
+    (dsh.cwd / "later.txt").write_text("alpha later\n")
+    replayed = _run(dsh, steps, "none", include)
+    assert replayed.ok, replayed.explain()
+    assert _actions(dsh.cwd) == [(tool, "serve") for tool in include]
+    assert _texts(replayed) == _texts(recorded)
+    assert not any("changed" in text or "later" in text for _, text, _ in _texts(replayed))
