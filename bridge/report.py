@@ -42,6 +42,7 @@ class CassetteCounts(msgspec.Struct, frozen=True, kw_only=True):
     missed: int = 0
     injected: int = 0
     faults: str | None = None
+    stoodUp: list[str] = msgspec.field(default_factory=list)
 
 
 class ReportedError(msgspec.Struct, frozen=True):

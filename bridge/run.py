@@ -235,6 +235,8 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     injected: int = 0
     """Replayed calls a fault overlay failed on purpose (``faults`` names the overlay)."""
     faults: str | None = None
+    stood_up: list[str] = msgspec.field(default_factory=list)
+    """Tool cassette replay: the recorded tools stood up because no plugin registered them."""
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -525,7 +527,7 @@ def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> Cas
     return CassetteSummary(
         kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
         recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
-        published=published, injected=c.injected, faults=c.faults,
+        published=published, injected=c.injected, faults=c.faults, stood_up=list(c.stoodUp),
     )
 
 

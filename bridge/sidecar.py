@@ -189,7 +189,7 @@ class Sidecar:
             cassettes.append(CassetteCounts(
                 kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
                 unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
-                injected=s.injected, faults=s.faults,
+                injected=s.injected, faults=s.faults, stoodUp=self.tools.stood_up if self.tools is not None else [],
             ))
         subagent_report = None if self.subagents is None else self.subagents.closed
         if subagent_report is not None:

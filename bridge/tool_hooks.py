@@ -81,7 +81,8 @@ class ToolHooks:
         # Unselected calls that depend on a selected call's outside effect, by handle.
         self._depends: dict[str, ToolDependency] = {}
         self._named: list[ToolDependency] = []
-        self._stood_up: list[str] = []
+        # The recorded tools the shim stood up because no plugin registered them.
+        self.stood_up: list[str] = []
 
     def stand_ins(self) -> list[StandIn]:
         """The recorded contracts of a replay, for the shim to register where no plugin did."""
@@ -111,7 +112,7 @@ class ToolHooks:
         if isinstance(cassette, ReplaySession):
             cassette.stood_up = frozenset(params.standIns)
             cassette.standin_errors = {f.tool: f.message for f in params.failed}
-        self._stood_up = sorted(params.standIns)
+        self.stood_up = sorted(params.standIns)
         names = [tool.name for tool in params.tools] + params.standIns
         for pattern in cassette.config.unmatched(names):
             # Named at boot, before any turn: the recording would select nothing through it.
@@ -322,8 +323,8 @@ class ToolHooks:
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
         errors = [*self.blocked, *stub_errors, *report.errors]
-        if self._stood_up:
-            note += f", stood up from the cassette (no plugin registered them): {', '.join(self._stood_up)}"
+        if self.stood_up:
+            note += f", stood up from the cassette (no plugin registered them): {', '.join(self.stood_up)}"
         if self.recording is not None:
             return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note, *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]

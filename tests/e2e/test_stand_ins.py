@@ -57,6 +57,7 @@ def test_a_real_model_turn_replays_with_the_tool_provider_gone_and_the_same_requ
     assert replay.model_cassette is not None and (replay.model_cassette.consumed,
                                                   replay.model_cassette.unconsumed) == (3, 0)
     assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
+    assert replay.tool_cassette.stood_up == EXAMPLE_TOOLS
     assert STOOD_UP in replay.stderr
     assert weather.requests == 1  # the service saw no call at replay
 
@@ -112,6 +113,7 @@ def test_a_registered_tool_keeps_its_own_contract_and_is_not_stood_up(dsh: DshRu
     assert replay.ok, replay.explain()
     assert replay.result("echo").output == "echo:hi"
     assert "stood up" not in replay.stderr
+    assert replay.tool_cassette is not None and replay.tool_cassette.stood_up == []
 
 
 def test_a_pattern_that_matches_no_registered_tool_is_named_at_boot(dsh: DshRunner) -> None:
