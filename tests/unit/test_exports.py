@@ -158,9 +158,9 @@ EXPORTS: dict[str, list[str]] = {
         "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
         "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.model_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
-    "python_core.reseal_io": ["read_lines", "replace_file"],
+    "python_core.reseal_io": ["ResealReport", "changed_lines", "reseal_path"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
@@ -198,6 +198,7 @@ EXPORTS: dict[str, list[str]] = {
         "parent_key", "parent_surface", "request_fingerprint", "request_metadata",
     ],
     "python_core.subagent_cassette.redact": ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "build_redactor"],
+    "python_core.subagent_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.subagent_cassette.store": ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"],
     "python_core.tool_cassette": [
         "CloseReport", "ExecuteEvent", "Passthrough", "PostEvent", "Refuse", "ResultEvent", "Serve",
@@ -238,7 +239,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
     "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
-    "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.tool_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
 
