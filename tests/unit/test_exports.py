@@ -57,6 +57,7 @@ EXPORTS: dict[str, list[str]] = {
         "WireStartError",
     ],
     "bridge.pytest_plugin": ["DshRunner"],
+    "bridge.references": ["resolve", "with_filter_functions"],
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
@@ -160,6 +161,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.model_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
+    "python_core.references": ["check_reference", "reference_identity"],
     "python_core.reseal_io": ["ResealReport", "changed_lines", "reseal_path"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
@@ -216,7 +218,8 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
-        "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected", "OutcomeUnrecordable",
+        "FilterRaised", "FilterUnresolved", "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected",
+        "OutcomeUnrecordable",
         "RecordingIncomplete", "RedactedReplay", "ReplayPoisoned", "RulesDiffer", "ShortCircuited", "UnconsumedRecords",
         "UnsupportedConcludesTurn", "ValueRejected",
         "fingerprint", "rerecord_hint",
@@ -235,7 +238,7 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
     "python_core.tool_cassette.filters": [
-        "CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
+        "CREDENTIAL_KEYS", "FilterFunction", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
     ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
     "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
