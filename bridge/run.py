@@ -175,7 +175,7 @@ class ModelCassette(msgspec.Struct, frozen=True, kw_only=True):
     """A model cassette for one run: every provider ``stream()`` call recorded or replayed.
 
     ``options`` are the other ``modelCassette`` row keys (``requestView``, ``timing``,
-    ``providers``; see docs/model-cassette-format.md).
+    ``providers``, ``filters``; see docs/model-cassette-format.md).
     """
 
     file: str

@@ -146,7 +146,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.model_cassette.errors": [
         "ModelCallLeftOut", "ModelCassetteClosed", "ModelCassetteExists", "ModelCassetteIOError",
         "ModelCassetteInvalid", "ModelCassetteMismatch", "ModelExtraCall", "ModelRecordingIncomplete",
-        "ModelReplayPoisoned", "ModelRequestInvalid", "ModelUnconsumed", "rerecord_hint", "short",
+        "ModelReplayPoisoned", "ModelRequestInvalid", "ModelRulesDiffer", "ModelUnconsumed", "rerecord_hint", "short",
     ],
     "python_core.model_cassette.initiator": ["InitiatorFacts", "delegation_depth"],
     "python_core.model_cassette.format": [
@@ -156,8 +156,8 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.model_cassette.pacing": ["INSTANT_RETRY_AFTER_MS", "instant_failures"],
     "python_core.model_cassette.request": [
-        "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
-        "parts_of", "parts_of_canonical",
+        "CWD_TOKEN", "FilterView", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare",
+        "filter_view", "lane_of", "normalize", "parts_of", "parts_of_canonical",
     ],
     "python_core.model_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
