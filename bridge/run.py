@@ -123,7 +123,8 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     """A tool cassette for one run: the file and the tools it records or replays.
 
     The test-logic rules (docs/test-logic.md) are the ``toolCassette`` row keys of the same
-    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex": ..., "tool"?, "in"?}``),
+    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?}``,
+    or a module-level function, which becomes ``{"call": function}``),
     ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
     out) and ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``).
     """
@@ -147,7 +148,7 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
         """The optional ``toolCassette`` row keys this cassette declares."""
         keys: dict[str, Any] = {}
         if self.filters:
-            keys["filters"] = list(self.filters)
+            keys["filters"] = [_filter_entry(index, entry) for index, entry in enumerate(self.filters)]
         if self.allow_redacted_replay:
             keys["allowRedactedReplay"] = True
         if self.ignore:
@@ -174,7 +175,7 @@ class ModelCassette(msgspec.Struct, frozen=True, kw_only=True):
     """A model cassette for one run: every provider ``stream()`` call recorded or replayed.
 
     ``options`` are the other ``modelCassette`` row keys (``requestView``, ``timing``,
-    ``providers``; see docs/model-cassette-format.md).
+    ``providers``, ``filters``; see docs/model-cassette-format.md).
     """
 
     file: str
@@ -450,20 +451,29 @@ def _publish(plan: _Plan, complete: bool, named: bool = False) -> bool:
         shutil.rmtree(f"{private}.writer.lock", ignore_errors=True)
 
 
-def _stub_reference(tool: str, stub: Callable[..., Any] | str) -> str:
+def _reference(label: str, function: Callable[..., Any] | str) -> str:
     """``file.py:function`` for a module-level function: the sidecar imports it from its file."""
-    if isinstance(stub, str):
-        return stub
-    qualname = getattr(stub, "__qualname__", "")
+    if isinstance(function, str):
+        return function
+    qualname = getattr(function, "__qualname__", "")
     try:
-        file = inspect.getsourcefile(stub)
+        file = inspect.getsourcefile(function)
     except TypeError:
         file = None
-    if file is None or not qualname or "<" in qualname or getattr(stub, "__module__", "") == "__main__":
+    if file is None or not qualname or "<" in qualname or getattr(function, "__module__", "") == "__main__":
         # The sidecar imports the function's file: a script's own functions would rerun the script.
-        raise ValueError(f"stubs[{tool!r}] must be a module-level function of an importable module, not of "
+        raise ValueError(f"{label} must be a module-level function of an importable module, not of "
                          "__main__ (it runs in the sidecar process)")
     return f"{file}:{qualname}"
+
+
+def _filter_entry(index: int, entry: Any) -> Any:
+    """A ``filters`` entry as the row takes it: a function becomes ``{"call": "file.py:function"}``."""
+    if callable(entry):
+        return {"call": _reference(f"filters[{index}]", entry)}
+    if isinstance(entry, Mapping) and callable(entry.get("call")):
+        return {**entry, "call": _reference(f"filters[{index}]", entry["call"])}
+    return entry
 
 
 def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cwd: Path, wait_ms: int | None,
@@ -628,7 +638,7 @@ def run(
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
         HostNotFound: no host installed, or the plugin is not installed in ``profile``.
         ValueError: both or neither of ``task`` and ``script``; an unknown record mode; a stub
-            that is not a module-level function.
+            or filter function that is not a module-level function.
     """
     if (task is None) == (script is None):
         raise ValueError("give exactly one of task and script")
@@ -651,7 +661,7 @@ def run(
             **tool_cassette.section(),
         }
     if stubs:
-        sidecar["stubs"] = {tool: _stub_reference(tool, stub) for tool, stub in stubs.items()}
+        sidecar["stubs"] = {tool: _reference(f"stubs[{tool!r}]", stub) for tool, stub in stubs.items()}
     if subagent_cassette is not None:
         plan = _plan("subagent", subagent_cassette.file, workdir, record_mode, hint)
         plans.append(plan)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+import msgspec
 from msgspec import UNSET, Raw
 
 from dsh_sidecar.bridge.later import Later, Pending
@@ -48,6 +49,7 @@ from dsh_sidecar.bridge.protocol import (
     TurnParams,
     UpstreamFacts,
 )
+from dsh_sidecar.bridge.references import with_filter_functions
 from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
@@ -97,6 +99,10 @@ class Sidecar:
                 "reinstall the plugin with `dsh-sidecar install`"
             )
         config = parse_sidecar_config(params.config, cwd=params.cwd)
+        if config.tool_cassette is not None:
+            # A call filter runs in this process: import its function now, before any call.
+            config = msgspec.structs.replace(
+                config, tool_cassette=with_filter_functions(config.tool_cassette, config.cwd))
         self.config = config
         self.trace = Trace(config.trace)
         self.trace.write("initialize", host=params.host, pid=os.getpid(), bridge=os.path.dirname(__file__))

@@ -1,22 +1,20 @@
 """The wire side of stubs: import the referenced functions, call them, answer ``serve``.
 
-Rule (python_core/stubs.py): the import happens once at ``initialize``; a call decodes the
-arguments, calls the function on the reader (a stub must be quick and must not block), and
-answers with the value or the named failure as a served result. Nothing of the function's
+Rule (python_core/stubs.py): the import happens once at ``initialize`` (bridge/references.py);
+a call decodes the arguments, calls the function on the reader (a stub must be quick and must
+not block), and answers with the value or the named failure as a served result. Nothing of the function's
 exception but its class name reaches a message.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
-import sys
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
+from dsh_sidecar.bridge.references import resolve
 from dsh_sidecar.python_core.canonical import canonical_bytes
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.stubs import StubFailure, StubRaised, StubUnresolved
@@ -24,34 +22,6 @@ from dsh_sidecar.python_core.stubs import StubFailure, StubRaised, StubUnresolve
 __all__ = ["Stubs"]
 
 Stub = Callable[[Any], Any]
-
-
-def _import(tool: str, ref: str, cwd: str) -> Stub:
-    module_ref, _, function = ref.rpartition(":")
-    try:
-        if module_ref.endswith(".py"):
-            path = os.path.join(cwd, module_ref)
-            name = f"dsh_sidecar_stub_{len(sys.modules)}"
-            spec = importlib.util.spec_from_file_location(name, path)
-            if spec is None or spec.loader is None:
-                raise StubUnresolved(tool, "the file cannot be imported")
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        else:
-            if cwd not in sys.path:
-                sys.path.insert(0, cwd)
-            module = importlib.import_module(module_ref)
-    except SidecarError:
-        raise
-    except Exception as exc:  # the user's module may raise anything while it imports
-        raise StubUnresolved(tool, f"importing its module raised {type(exc).__name__}") from None
-    target: Any = module
-    for part in function.split("."):
-        target = getattr(target, part, None)
-    if not callable(target):
-        raise StubUnresolved(tool, "the reference does not name a callable")
-    return target  # type: ignore[no-any-return]
 
 
 class Stubs:
@@ -69,7 +39,7 @@ class Stubs:
         Raises:
             StubUnresolved: a reference cannot be imported or is not callable.
         """
-        return cls({tool: _import(tool, ref, cwd) for tool, ref in refs.items()})
+        return cls({tool: resolve(ref, cwd, functools.partial(StubUnresolved, tool)) for tool, ref in refs.items()})
 
     def __contains__(self, tool: str) -> bool:
         return tool in self.functions

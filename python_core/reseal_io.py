@@ -1,39 +1,55 @@
-"""The file side of every cassette's ``reseal``: read the lines, replace the file atomically.
+"""What every cassette's ``reseal`` shares: the report, the file read, the atomic replace.
 
-Rule: the new text goes to a private temporary file beside the cassette (mode 0600), is
-fsync-ed, then ``os.replace``-d over it and the directory synced; on failure the temporary
-file is removed and the cassette is untouched. Callers map ``OSError``/``FileRefused`` to
-their cassette's named I/O error.
+Rule: a format's ``reseal_lines`` turns the lines read into the lines to write (or raises its
+named invalid error, and nothing is written); ``reseal_path`` reads the file, calls it, and
+replaces the file atomically: the new text goes to a private temporary file beside the
+cassette (mode 0600), is fsync-ed, then ``os.replace``-d over it and the directory synced; on
+failure the temporary file is removed and the cassette is untouched. I/O failures become the
+cassette's own named error through the ``io_error(operation, name, reason)`` it passes.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 
-from dsh_sidecar.python_core.cassette_io import fsync_dir
-from dsh_sidecar.python_core.files import open_regular
+import msgspec
 
-__all__ = ["read_lines", "replace_file"]
+from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_of
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.files import FileRefused, open_regular
+
+__all__ = ["ResealReport", "changed_lines", "reseal_path"]
+
+YOURS = "the file is now yours (integrity proves only that nothing changed since this reseal)"
 
 
-def read_lines(path: str) -> list[bytes]:
-    """Every line of the regular file at ``path``, newlines kept.
+class ResealReport(msgspec.Struct, frozen=True):
+    """What a reseal did: lines (frames) written, calls, and how many lines changed."""
 
-    Raises:
-        FileRefused: not a regular file.
-        OSError: the file cannot be read.
-    """
+    frames: int
+    calls: int
+    changed: int
+
+    def summary(self, calls: str = "calls", frames: str = "frames") -> str:
+        """The one line a ``reseal`` command prints, counting in the format's own words."""
+        return (f"resealed: {self.calls} {calls}, {self.frames} {frames}, {self.changed} lines "
+                f"rewritten; {YOURS}")
+
+
+def changed_lines(before: list[bytes], after: list[bytes]) -> int:
+    """How many lines of ``after`` differ from the same line of ``before``, plus lines dropped."""
+    changed = sum(1 for index, line in enumerate(after) if index >= len(before) or before[index] != line)
+    return changed + max(0, len(before) - len(after))
+
+
+def _read_lines(path: str) -> list[bytes]:
     with open_regular(path) as handle:
         return handle.readlines()
 
 
-def replace_file(path: str, data: bytes) -> None:
-    """Replace the file at ``path`` with ``data`` atomically and durably.
-
-    Raises:
-        OSError: the temporary file cannot be written or moved; ``path`` is unchanged.
-    """
+def _replace_file(path: str, data: bytes) -> None:
     fd, temporary = tempfile.mkstemp(prefix=".reseal-", dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -46,3 +62,29 @@ def replace_file(path: str, data: bytes) -> None:
             os.unlink(temporary)
         raise
     fsync_dir(path)
+
+
+def reseal_path(
+    path: str,
+    reseal_lines: Callable[[list[bytes]], tuple[list[bytes], ResealReport]],
+    io_error: Callable[[str, str, str], SidecarError],
+) -> ResealReport:
+    """Reseal the cassette at ``path`` in place, atomically, with the format's ``reseal_lines``.
+
+    Raises:
+        whatever ``reseal_lines`` raises (the file is left untouched).
+        the ``io_error`` error: the file cannot be read, or the new one cannot be written.
+    """
+    name = display_name(path)
+    try:
+        lines = _read_lines(path)
+    except FileRefused as refused:
+        raise io_error("read", name, refused.reason) from None
+    except OSError as exc:
+        raise io_error("read", name, reason_of(exc)) from None
+    out, report = reseal_lines(lines)
+    try:
+        _replace_file(path, b"".join(out))
+    except OSError as exc:
+        raise io_error("replace", name, reason_of(exc)) from None
+    return report

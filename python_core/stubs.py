@@ -17,12 +17,11 @@ from collections.abc import Mapping
 import msgspec
 
 from dsh_sidecar.python_core.errors import ConfigError, SidecarError, printable
+from dsh_sidecar.python_core.references import check_reference
 
 __all__ = ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"]
 
 _CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
-_FUNCTION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 class StubFailure(Exception):
@@ -75,15 +74,5 @@ def parse_stubs(raw: object) -> dict[str, str]:
     for tool, ref in raw.items():
         if not isinstance(tool, str) or not tool.strip():
             raise ConfigError("stubs", "tool names must be non-empty strings")
-        field = f"stubs.{printable(tool)}"
-        if not isinstance(ref, str) or ref.count(":") < 1:
-            raise ConfigError(field, "must be a string module:function or file.py:function")
-        module, _, function = ref.rpartition(":")
-        if not _FUNCTION.fullmatch(function):
-            raise ConfigError(field, "must end with :function (a dotted Python name)")
-        if not module.endswith(".py") and not _MODULE.fullmatch(module):
-            raise ConfigError(field, "module must be a dotted module name or a path ending in .py")
-        if "\0" in module:
-            raise ConfigError(field, "must not contain NUL")
-        out[tool] = ref
+        out[tool] = check_reference(f"stubs.{printable(tool)}", ref)
     return out

@@ -1,8 +1,9 @@
 """The plugin row's ``modelCassette`` section, parsed once into a frozen Struct.
 
 Rule: keys ``mode`` and ``file`` are required; ``requestView`` (``metadata``), ``timing``
-(``instant``) and ``providers`` (every route but the sidecar's own ``mock``) have defaults.
-Every refusal is a ``ConfigError`` naming the field, never echoing its value.
+(``instant``), ``providers`` (every route but the sidecar's own ``mock``) and ``filters`` (none:
+the request view kept as normalized) have defaults. Every refusal is a ``ConfigError`` naming
+the field, never echoing its value.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from typing import Literal
 from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
 
+# The tool cassette's filter rules, reused as they are (issue 24): one syntax for every cassette.
+from dsh_sidecar.python_core.tool_cassette.filters import FilterRule, parse_filters
+
 __all__ = ["ModelCassetteConfig", "parse_config"]
 
 _SECTION = "modelCassette"
-_KEYS = ("mode", "file", "requestView", "timing", "providers")
+_KEYS = ("mode", "file", "requestView", "timing", "providers", "filters")
 # The sidecar's deterministic mock route needs no cassette; recording it would only echo the script.
 _NEVER_DEFAULT = frozenset({"mock"})
 
@@ -29,6 +33,7 @@ class ModelCassetteConfig(ConfigSection, frozen=True):
     requestView: Literal["metadata", "full"] = "metadata"
     timing: Literal["instant", "recorded"] = "instant"
     providers: tuple[str, ...] | None = None
+    filters: tuple[FilterRule, ...] = ()
 
     def captures(self, provider: str) -> bool:
         """Tell whether calls to the ``provider`` route go through the cassette."""
@@ -73,7 +78,17 @@ def parse_config(raw: object, *, cwd: str) -> ModelCassetteConfig:
         or len(set(providers)) != len(providers)
     ):
         raise ConfigError(_field("providers"), "must be a non-empty list of distinct route names")
+    filters = parse_filters(raw.get("filters", []), field=_field("filters"))
+    for index, rule in enumerate(filters):
+        # The request view is filtered; answers replay as streamed and a route has no tool.
+        for name, value in (("tool", rule.tool), ("call", rule.call)):
+            if value is not None:
+                raise ConfigError(_field(f"filters[{index}].{name}"), "is not a model cassette filter key")
+        if rule.where != "both":
+            raise ConfigError(_field(f"filters[{index}].in"),
+                              "is not a model cassette filter key: it filters the request view only")
     return ModelCassetteConfig(
+        filters=filters,
         mode=mode,  # type: ignore[arg-type]
         file=os.path.join(cwd, file),
         requestView=view,  # type: ignore[arg-type]

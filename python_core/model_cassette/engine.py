@@ -33,6 +33,7 @@ from dsh_sidecar.python_core.model_cassette.errors import (
     ModelExtraCall,
     ModelRecordingIncomplete,
     ModelReplayPoisoned,
+    ModelRulesDiffer,
     ModelUnconsumed,
 )
 from dsh_sidecar.python_core.model_cassette.format import (
@@ -46,8 +47,9 @@ from dsh_sidecar.python_core.model_cassette.format import (
     chunk_facts,
 )
 from dsh_sidecar.python_core.model_cassette.pacing import instant_failures
-from dsh_sidecar.python_core.model_cassette.request import compare, lane_of, normalize, parts_of
+from dsh_sidecar.python_core.model_cassette.request import compare, filter_view, lane_of, normalize, parts_of
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
+from dsh_sidecar.python_core.tool_cassette.filters import Filters, rules_digest
 
 __all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
 
@@ -103,6 +105,7 @@ class ModelCassette:
         self.config = config
         self.cwd = cwd
         self.recorder = recorder
+        self._filters = Filters(config.filters)
         self._deferred = deferred
         self._writes: list[bytes] = []
         self._slots = {(c.lane, c.position): c for c in calls}
@@ -129,14 +132,18 @@ class ModelCassette:
         Raises:
             ModelCassetteExists: record mode and the file or its partial exists.
             ModelCassetteInvalid: replay mode and the file fails verification.
+            ModelRulesDiffer: replay mode and the filters differ from the recording's.
             ModelCassetteIOError: the file cannot be created or read.
         """
+        filters = rules_digest(config.filters) if config.filters else UNSET
         if config.mode == "replay":
             cassette = load(config.file)
+            if cassette.header.filters != filters:
+                raise ModelRulesDiffer(os.path.basename(config.file))
             return cls(config, cwd=cwd, recorder=None, calls=cassette.calls, left_out=cassette.left_out)
         recorder = Recorder.create(config.file)
         recorder.append(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
-                                    requestView=config.requestView, host=host_version))
+                                    requestView=config.requestView, host=host_version, filters=filters))
         return cls(config, cwd=cwd, recorder=recorder, calls=(), deferred=deferred)
 
     @property
@@ -161,6 +168,9 @@ class ModelCassette:
         if not self.config.captures(str(request.get("provider", ""))):
             return Pass()
         view = normalize(request, cwd=self.cwd)
+        if self._filters:
+            # Recorded and matched in this form, as the tool cassette's arguments (docs/test-logic.md).
+            view = filter_view(view, self._apply)
         lane = lane_of(view.get("purpose"))
         position = self._next_position.get(lane, 0)
         self._next_position[lane] = position + 1
@@ -170,6 +180,9 @@ class ModelCassette:
             self._pending[handle] = _Pending(lane, position, view)
             return Forward(handle)
         return self._serve(handle, lane, position, view)
+
+    def _apply(self, value: Any) -> Any:
+        return self._filters.apply(value, tool="", where="args")
 
     def _serve(self, handle: int, lane: str, position: int, view: dict[str, Any]) -> Serve:
         if self._poisoned:

@@ -21,6 +21,7 @@ __all__ = [
     "ModelRecordingIncomplete",
     "ModelReplayPoisoned",
     "ModelRequestInvalid",
+    "ModelRulesDiffer",
     "ModelUnconsumed",
     "rerecord_hint",
     "short",
@@ -174,3 +175,14 @@ class ModelCassetteInvalid(SidecarError):
         super().__init__(f"{', '.join(at)}: {reason}" if at else reason)
         self.reason = reason
         self.line = line
+
+
+class ModelRulesDiffer(SidecarError):
+    """Replay declares other filters than the ones the recording's header fingerprints."""
+
+    code = "MODEL_CASSETTE_RULES_DIFFER"
+    hint = "declare the filters the cassette was recorded with, or re-record"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"modelCassette.filters differs from the filters recorded in {name}")
+        self.name = name

@@ -61,12 +61,17 @@ class Frame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
-    """First frame: protocol, version, the request view kept and the recording host's dsh-llm."""
+    """First frame: protocol, version, the request view kept and the recording host's dsh-llm.
+
+    ``filters`` (optional, absent when none were declared) is the fingerprint of the filter
+    rules the request views were filtered with, never the rules (a regex may spell a secret).
+    """
 
     protocol: str
     version: int
     requestView: RequestView
     host: str
+    filters: str | UnsetType = UNSET
 
 
 class CallFrame(Frame, tag="call", frozen=True, kw_only=True):

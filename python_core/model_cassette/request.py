@@ -15,7 +15,7 @@ mismatch can name the message index, tool definition or option that differs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -25,11 +25,13 @@ from dsh_sidecar.python_core.model_cassette.errors import ModelRequestInvalid
 
 __all__ = [
     "CWD_TOKEN",
+    "FilterView",
     "MessageDigest",
     "RequestParts",
     "ToolDigest",
     "checked_parts",
     "compare",
+    "filter_view",
     "lane_of",
     "normalize",
     "parts_of",
@@ -139,6 +141,28 @@ def normalize(request: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
         view = _replace_cwd(view, cwd)
     canonical_bytes(view)  # raises on values with no canonical form, naming where
     return view
+
+
+FilterView = Callable[[Any], Any]
+"""One filter pass over a decoded value (``Filters.apply`` bound to the request side)."""
+
+
+def filter_view(view: dict[str, Any], apply: FilterView) -> dict[str, Any]:
+    """Return ``view`` with ``apply`` run over each part on its own, its structure kept.
+
+    The parts are the system prompt, each tool definition, each message and each option's
+    value (so a pointer is relative to one of them: ``/content/0/text`` in a message); the
+    route (``provider``, ``model``, ``purpose``), the option names and the lists themselves are
+    never replaced, so lane, position and part digests keep their meaning.
+    """
+    out = dict(view)
+    if "system" in view:
+        out["system"] = apply(view["system"])
+    out["tools"] = [apply(tool) for tool in view["tools"]]
+    out["messages"] = [apply(message) for message in view["messages"]]
+    if "options" in view:
+        out["options"] = {name: apply(value) for name, value in view["options"].items()}
+    return out
 
 
 class _Slices(msgspec.Struct, gc=False):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from dsh_sidecar.python_core.cassette_io import Chain, display_name, reason_of, schema_location
-from dsh_sidecar.python_core.files import FileRefused
+from dsh_sidecar.python_core.cassette_io import Chain, schema_location
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid, ModelCassetteIOError
 from dsh_sidecar.python_core.model_cassette.format import (
     GENESIS,
@@ -25,17 +24,9 @@ from dsh_sidecar.python_core.model_cassette.format import (
     decode_frame,
 )
 from dsh_sidecar.python_core.model_cassette.store import check_lines
-from dsh_sidecar.python_core.reseal_io import read_lines, replace_file
+from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
 
-__all__ = ["ResealReport", "reseal_file", "reseal_lines"]
-
-
-class ResealReport(msgspec.Struct, frozen=True):
-    """What a reseal did: frames written, calls, and how many lines changed."""
-
-    frames: int
-    calls: int
-    changed: int
+__all__ = ["reseal_file", "reseal_lines"]
 
 
 def _derived(number: int, frame: CallFrame) -> CallFrame:
@@ -75,8 +66,7 @@ def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
     calls = sum(1 for frame in frames if isinstance(frame, CallFrame))
     out.append(chain.link(CompleteFrame(seq=0, prev=GENESIS, calls=calls))[1])
     check_lines(out)
-    changed = sum(1 for index, line in enumerate(out) if index >= len(lines) or lines[index] != line)
-    return out, ResealReport(frames=len(out), calls=calls, changed=changed + max(0, len(lines) - len(out)))
+    return out, ResealReport(frames=len(out), calls=calls, changed=changed_lines(lines, out))
 
 
 def reseal_file(path: str) -> ResealReport:
@@ -86,16 +76,4 @@ def reseal_file(path: str) -> ResealReport:
         ModelCassetteInvalid: see ``reseal_lines``; the file is left untouched.
         ModelCassetteIOError: the file cannot be read or the new one cannot be written.
     """
-    name = display_name(path)
-    try:
-        lines = read_lines(path)
-    except FileRefused as refused:
-        raise ModelCassetteIOError("read", name, refused.reason) from None
-    except OSError as exc:
-        raise ModelCassetteIOError("read", name, reason_of(exc)) from None
-    out, report = reseal_lines(lines)
-    try:
-        replace_file(path, b"".join(out))
-    except OSError as exc:
-        raise ModelCassetteIOError("replace", name, reason_of(exc)) from None
-    return report
+    return reseal_path(path, reseal_lines, ModelCassetteIOError)

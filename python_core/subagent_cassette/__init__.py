@@ -1,7 +1,7 @@
 """Subagent cassette: record and replay DSH rc.8 one-shot subagent runs at ``provider.start()``.
 
-Layers import downward: ``cli`` -> ``engine``/``diff`` -> ``store`` -> ``identity``/``redact``
--> ``format`` -> ``python_core.canonical``; ``host`` (the host's raw parent facts to a
+Layers import downward: ``cli`` -> ``engine``/``diff``/``reseal`` -> ``store`` ->
+``identity``/``redact`` -> ``format`` -> ``python_core.canonical``; ``host`` (the host's raw parent facts to a
 ``StartRequest``) -> ``identity``.
 """
 

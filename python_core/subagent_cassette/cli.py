@@ -1,4 +1,4 @@
-"""``subagent-cassette`` commands: verify, inspect, diff (mounted under ``dsh-sidecar``).
+"""``subagent-cassette`` commands: verify, inspect, diff, reseal (mounted under ``dsh-sidecar``).
 
 Rule: parse, call store/diff, print. Output is metadata only (keys, fingerprints, counts,
 projected stop reasons) with control characters escaped. Exit codes: ``python_core.cli_errors``'s
@@ -9,6 +9,7 @@ or not comparable).
 from __future__ import annotations
 
 import json
+import uuid
 from collections import Counter
 from typing import Any
 
@@ -22,6 +23,7 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
 from dsh_sidecar.python_core.subagent_cassette.errors import NotComparable, escape
 from dsh_sidecar.python_core.subagent_cassette.format import Cassette, project_stop_reason, to_json
+from dsh_sidecar.python_core.subagent_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.subagent_cassette.store import load, verify_file
 
 __all__ = ["cli"]
@@ -35,7 +37,7 @@ def _json(value: Any) -> str:
 @click.group(name="subagent-cassette")
 @click.version_option(__version__, message="%(prog)s %(version)s")
 def cli() -> None:
-    """Verify, inspect and diff subagent cassettes (metadata only)."""
+    """Verify, inspect, diff and reseal subagent cassettes (metadata only)."""
 
 
 @cli.command()
@@ -181,6 +183,22 @@ def diff(a: str, b: str, as_json: bool) -> None:
         _print_diff(report)
     if not report.equivalent:
         click.get_current_context().exit(EXIT_DIFFERENT)
+
+
+@cli.command()
+@click.argument("file")
+def reseal(file: str) -> None:
+    """Recompute the hash chain of a hand-edited FILE, atomically, under its writer lock.
+
+    Every line must still be a canonical record; anything the parser refuses is refused and
+    the file left untouched. Resealing makes the file yours: integrity then proves only that
+    nothing changed since the reseal.
+    """
+    try:
+        report = reseal_file(file, owner=str(uuid.uuid4()))
+    except SidecarError as error:
+        raise NamedFailure(error) from None
+    click.echo(report.summary(calls="interactions", frames="records"))
 
 
 # rc.8's default `subagent` tool runs children through startContinuable, which never calls a

@@ -201,7 +201,4 @@ def reseal(file: str) -> None:
         report = reseal_file(file)
     except SidecarError as error:
         raise NamedFailure(error) from None
-    click.echo(
-        f"resealed: {report.calls} calls, {report.frames} frames, {report.changed} lines rewritten; "
-        "the file is now yours (integrity proves only that nothing changed since this reseal)"
-    )
+    click.echo(report.summary())

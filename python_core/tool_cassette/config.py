@@ -15,7 +15,7 @@ import msgspec
 from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.tool_cassette.faults import FaultOverlay, parse_faults
-from dsh_sidecar.python_core.tool_cassette.filters import FilterRule, parse_filters
+from dsh_sidecar.python_core.tool_cassette.filters import FilterFunction, FilterRule, parse_filters
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule, parse_match
 
 __all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]
@@ -44,7 +44,11 @@ def _matches(pattern: str, name: str) -> bool:
 
 
 class ToolCassetteConfig(ConfigSection, frozen=True):
-    """Validated cassette settings; ``file`` is already resolved against the host cwd."""
+    """Validated cassette settings; ``file`` is already resolved against the host cwd.
+
+    ``functions`` is never read from the row: the bridge fills it, in the sidecar process,
+    with the function each ``call`` filter names (``bridge/references.py``).
+    """
 
     mode: Mode
     file: str
@@ -53,6 +57,7 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
     allowRedactedReplay: bool = False
     match: dict[str, MatchRule] = msgspec.field(default_factory=dict)
     faults: FaultOverlay | None = None
+    functions: Mapping[str, FilterFunction] = msgspec.field(default_factory=dict)
 
     def selects(self, tool: str) -> bool:
         """Tell whether ``tool`` is covered by an ``include`` pattern."""

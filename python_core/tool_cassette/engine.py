@@ -34,6 +34,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteIOError,
     CassetteMismatch,
     ExtraCall,
+    FilterRaised,
     IllegalEvent,
     IncludeDiffers,
     NestedSelection,
@@ -446,7 +447,7 @@ class ToolCassetteSession(abc.ABC):
 
     def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
         self.config = config
-        self._filters = Filters(config.filters)
+        self._filters = Filters(config.filters, config.functions)
         self._selects: dict[str, bool] = {}
         self.state = state
         self._calls: dict[str, _Call] = {}
@@ -468,7 +469,9 @@ class ToolCassetteSession(abc.ABC):
             CassetteInvalid: replay mode and the file fails verification.
             IncludeDiffers: replay mode and ``include`` differs from the recording's.
             CassetteIOError: the file cannot be created or read (names the field and the fix).
+            FilterUnresolved: a ``call`` filter has no imported function (before any file is touched).
         """
+        Filters(config.filters, config.functions)
         try:
             if config.mode == "record":
                 return RecordSession.start(config, deferred=deferred)
@@ -642,6 +645,8 @@ class RecordSession(ToolCassetteSession):
             args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
+        except FilterRaised as raised:
+            return self._refuse(event, raised)
         ordinal = self._ordinals
         error = self._emit(StartFrame(
             seq=0, prev=GENESIS, ordinal=ordinal, path=event.path, tool=event.tool, args=args,
@@ -700,6 +705,8 @@ class RecordSession(ToolCassetteSession):
                         return Refuse(lost)
             except CanonicalJsonError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason)
+            except FilterRaised as raised:
+                error = raised
             except ValueError as exc:
                 error = OutcomeUnrecordable(call.tool, call.path, call.ordinal, str(exc))
             else:
@@ -762,6 +769,9 @@ class RecordSession(ToolCassetteSession):
                 content = _redact_raw(self._filters, call.tool, canonical_payload(final.content))
             except CanonicalJsonError as exc:
                 self._fail(OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason))
+                return
+            except FilterRaised as raised:
+                self._fail(raised)
                 return
             frame = msgspec.structs.replace(
                 frame, cancellation=Cancellation(error=final.error, content=content)
@@ -894,6 +904,8 @@ class ReplaySession(ToolCassetteSession):
             args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
+        except FilterRaised as raised:
+            return self._refuse(event, raised)
         ordinal = self._ordinals
         self._ordinals += 1
         if ordinal >= len(self._records):

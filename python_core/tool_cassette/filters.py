@@ -1,32 +1,42 @@
 """Filters: values replaced by a stable placeholder before a recording reaches its file.
 
 Rule: a filter names what to hide, never how the value looks in the file: a key glob (any
-object member at any depth whose key matches, case-insensitive), a JSON pointer, or a regular
-expression over string values (the matched text is replaced). ``"credentials"`` is the default
-set (authorization, cookie, ``*token*``, ``*secret*``, ``*password*``, ``*api_key*``, ``*apikey*``,
-``*api-key*``). Filters run over the arguments (``in: args``), the outcome (``in: result``: value,
-error message, content, meta, contexts) or both (default), optionally for one ``tool``.
+object member at any depth whose key matches, case-insensitive), a JSON pointer, a regular
+expression over string values (the matched text is replaced), or a Python function (``call``:
+a ``module:function`` / ``file.py:function`` reference, imported in the sidecar process by the
+bridge and handed in as ``functions``) that takes one decoded value and returns its
+replacement. ``"credentials"`` is the default set (authorization, cookie, ``*token*``,
+``*secret*``, ``*password*``, ``*api_key*``, ``*apikey*``, ``*api-key*``). Filters run over the
+arguments (``in: args``), the outcome (``in: result``: value, error message, content, meta,
+contexts, each part on its own) or both (default), optionally for one ``tool``. A function that
+raises, or returns a value with no canonical JSON form, is ``FilterRaised``: the caller refuses
+the call before anything of it is written.
 
 The argument fingerprint is computed over the FILTERED arguments: replay filters the live
 arguments with the rules recorded in the header, then matches exactly, so a redacted
-recording matches the same call. The header keeps the rules' fingerprint, not the rules (a
-regex may spell the secret itself). A replayed outcome holding the placeholder is refused
-(``CASSETTE_REDACTED_REPLAY``) unless ``allowRedactedReplay`` says the agent may see it.
+recording matches the same call. The header keeps the rules' fingerprint, not the rules (a regex
+may spell the secret itself); a function counts by its identity
+(``python_core.references.reference_identity``), so a change to its code is not detected. A
+replayed outcome holding the placeholder is refused (``CASSETTE_REDACTED_REPLAY``) unless
+``allowRedactedReplay`` says the agent may see it.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
 
 import msgspec
 
-from dsh_sidecar.python_core.canonical import digest_bytes
-from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
+from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError
+from dsh_sidecar.python_core.references import check_reference, reference_identity
+from dsh_sidecar.python_core.tool_cassette.errors import FilterRaised, FilterUnresolved
 from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer
 
-__all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterRule", "Filters", "parse_filters", "rules_digest"]
+__all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterFunction", "FilterRule", "Filters", "parse_filters",
+           "rules_digest"]
 
 PLACEHOLDER = "[redacted]"
 CREDENTIAL_KEYS = ("authorization", "cookie", "*token*", "*secret*", "*password*", "*api_key*",
@@ -34,15 +44,17 @@ CREDENTIAL_KEYS = ("authorization", "cookie", "*token*", "*secret*", "*password*
 _MAX_PATTERN = 512
 
 Where = Literal["args", "result", "both"]
+FilterFunction = Callable[[Any], Any]
 
 
 class FilterRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """One filter as declared and recorded in the header: exactly one of preset/key/pointer/regex."""
+    """One filter as declared: exactly one of preset/key/pointer/regex/call."""
 
     preset: str | None = None
     key: str | None = None
     pointer: str | None = None
     regex: str | None = None
+    call: str | None = None
     tool: str | None = None
     where: Where = msgspec.field(default="both", name="in")
 
@@ -60,10 +72,12 @@ def _rule(index: int, raw: object, field: str) -> FilterRule:
         rule = msgspec.convert(raw, FilterRule)
     except msgspec.ValidationError:
         raise ConfigError(f"{field}[{index}]",
-                          "takes key, pointer, regex or preset, with optional tool and in") from None
-    kinds = [k for k in (rule.preset, rule.key, rule.pointer, rule.regex) if k is not None]
+                          "takes key, pointer, regex, call or preset, with optional tool and in") from None
+    kinds = [k for k in (rule.preset, rule.key, rule.pointer, rule.regex, rule.call) if k is not None]
     if len(kinds) != 1:
-        raise ConfigError(f"{field}[{index}]", "must name exactly one of key, pointer, regex, preset")
+        raise ConfigError(f"{field}[{index}]", "must name exactly one of key, pointer, regex, call, preset")
+    if rule.call is not None:
+        check_reference(f"{field}[{index}].call", rule.call)
     if rule.preset is not None and rule.preset != "credentials":
         raise ConfigError(f"{field}[{index}].preset", "must be \"credentials\"")
     if rule.key is not None and not rule.key.strip("*"):
@@ -98,19 +112,41 @@ def parse_filters(raw: object, field: str = "toolCassette.filters") -> tuple[Fil
 
 
 def rules_digest(rules: Sequence[FilterRule]) -> str:
-    """The fingerprint of a filter list, as the header records it (never the patterns)."""
-    return digest_bytes(msgspec.json.encode(list(rules), order="sorted"))
+    """The fingerprint of a filter list, as the header records it (never the patterns).
+
+    A function counts by its identity, not by where it was imported from: the same function
+    named by file or by module, from another checkout, gives the same fingerprint.
+    """
+    named = [rule if rule.call is None else msgspec.structs.replace(rule, call=reference_identity(rule.call))
+             for rule in rules]
+    return digest_bytes(msgspec.json.encode(named, order="sorted"))
+
+
+_Compiled = list[re.Pattern[str]] | tuple[str, ...] | re.Pattern[str] | FilterFunction
 
 
 class Filters:
-    """Compiled filters of one cassette; ``apply`` returns a redacted copy of a decoded value."""
+    """Compiled filters of one cassette; ``apply`` returns a redacted copy of a decoded value.
 
-    def __init__(self, rules: Sequence[FilterRule]) -> None:
+    ``functions`` maps each ``call`` reference to the function the bridge imported for it.
+    """
+
+    def __init__(self, rules: Sequence[FilterRule], functions: Mapping[str, FilterFunction] | None = None) -> None:
+        """Compile ``rules``.
+
+        Raises:
+            FilterUnresolved: a ``call`` rule has no imported function in ``functions``.
+        """
         self.rules = tuple(rules)
-        self._compiled = [(rule, self._compile(rule)) for rule in self.rules]
+        self._functions = functions or {}
+        self._compiled = [(index, rule, self._compile(index, rule)) for index, rule in enumerate(self.rules)]
 
-    @staticmethod
-    def _compile(rule: FilterRule) -> list[re.Pattern[str]] | tuple[str, ...] | re.Pattern[str]:
+    def _compile(self, index: int, rule: FilterRule) -> _Compiled:
+        if rule.call is not None:
+            function = self._functions.get(rule.call)
+            if function is None:
+                raise FilterUnresolved(index, "was not imported in this process")
+            return function
         if rule.preset is not None:
             return [_glob(key) for key in CREDENTIAL_KEYS]
         if rule.key is not None:
@@ -124,8 +160,12 @@ class Filters:
         return bool(self.rules)
 
     def apply(self, value: object, *, tool: str, where: Literal["args", "result"]) -> object:
-        """Return ``value`` with every filtered part replaced by ``PLACEHOLDER``."""
-        for rule, compiled in self._compiled:
+        """Return ``value`` with every filtered part replaced by ``PLACEHOLDER`` (or by a function).
+
+        Raises:
+            FilterRaised: a filter function raised, or returned a value with no canonical JSON form.
+        """
+        for index, rule, compiled in self._compiled:
             if rule.tool is not None and rule.tool != tool:
                 continue
             if rule.where not in (where, "both"):
@@ -134,9 +174,26 @@ class Filters:
                 value = _by_key(value, compiled)
             elif isinstance(compiled, tuple):
                 value = _by_pointer(value, compiled)
-            else:
+            elif isinstance(compiled, re.Pattern):
                 value = _by_regex(value, compiled)
+            else:
+                assert rule.call is not None
+                value = _by_function(value, compiled, index, reference_identity(rule.call), tool, where)
         return value
+
+
+def _by_function(value: object, function: FilterFunction, index: int, identity: str, tool: str,
+                 where: str) -> object:
+    try:
+        replaced = function(value)
+    except Exception as exc:  # the user's function may raise anything; only its class is named
+        raise FilterRaised(index, identity, tool, where, f"raised {type(exc).__name__}") from None
+    try:
+        canonical_bytes(replaced)  # what the file cannot hold must fail here, named, not later
+    except CanonicalJsonError as exc:
+        raise FilterRaised(index, identity, tool, where,
+                           f"returned a value with no canonical JSON form ({exc.reason})") from None
+    return replaced
 
 
 def _by_key(value: object, globs: list[re.Pattern[str]]) -> object:

@@ -13,9 +13,8 @@ from __future__ import annotations
 import msgspec
 
 from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
-from dsh_sidecar.python_core.cassette_io import Chain, display_name, reason_of, schema_location
-from dsh_sidecar.python_core.files import FileRefused
-from dsh_sidecar.python_core.reseal_io import read_lines, replace_file
+from dsh_sidecar.python_core.cassette_io import Chain, schema_location
+from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, CassetteIOError
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
@@ -27,15 +26,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
 )
 from dsh_sidecar.python_core.tool_cassette.store import check_lines
 
-__all__ = ["ResealReport", "reseal_file", "reseal_lines"]
-
-
-class ResealReport(msgspec.Struct, frozen=True):
-    """What a reseal did: frames written, calls, and how many lines changed."""
-
-    frames: int
-    calls: int
-    changed: int
+__all__ = ["reseal_file", "reseal_lines"]
 
 
 def _frame(number: int, body: bytes) -> AnyFrame:
@@ -79,9 +70,7 @@ def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
         out.append(chain.link(frame)[1])
     out.append(chain.link(CompleteFrame(seq=0, prev=GENESIS, calls=calls))[1])
     check_lines(out)
-    changed = sum(1 for index, line in enumerate(out) if index >= len(lines) or lines[index] != line)
-    changed += max(0, len(lines) - len(out))
-    return out, ResealReport(frames=len(out), calls=calls, changed=changed)
+    return out, ResealReport(frames=len(out), calls=calls, changed=changed_lines(lines, out))
 
 
 def reseal_file(path: str) -> ResealReport:
@@ -91,16 +80,4 @@ def reseal_file(path: str) -> ResealReport:
         CassetteInvalid: see ``reseal_lines``; the file is left untouched.
         CassetteIOError: the file cannot be read or the new one cannot be written.
     """
-    name = display_name(path)
-    try:
-        lines = read_lines(path)
-    except FileRefused as refused:
-        raise CassetteIOError("read", name, refused.reason) from None
-    except OSError as exc:
-        raise CassetteIOError("read", name, reason_of(exc)) from None
-    out, report = reseal_lines(lines)
-    try:
-        replace_file(path, b"".join(out))
-    except OSError as exc:
-        raise CassetteIOError("replace", name, reason_of(exc)) from None
-    return report
+    return reseal_path(path, reseal_lines, CassetteIOError)

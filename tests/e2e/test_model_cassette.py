@@ -121,6 +121,31 @@ def test_no_credential_and_no_absolute_path_reaches_the_cassette(
     assert str(folder).encode() not in data and b"<cwd>" in data  # full view, cwd normalized
 
 
+def test_a_filtered_secret_in_the_prompt_never_reaches_the_view_and_the_replay_still_matches(tmp_path: Path) -> None:
+    prompt_canary = "pw-canary-51c0ffee"
+    task = f"What is the weather in Paris? My password is {prompt_canary}."
+    filtered = ModelCassette(file="model.ndjson", options={"requestView": "full", "filters": [
+        "credentials", {"regex": "pw-canary-[0-9a-f]+"}]})
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        record = run(task, cwd=tmp_path, rows=_tools(weather.url), model_cassette=filtered, record_mode="once",
+                     env=provider.env(CANARY))
+        requests = provider.requests()
+    assert record.ok, record.explain()
+    assert len(requests) == 3  # recorded live: two conversation steps and the title
+    data = (tmp_path / "model.ndjson").read_text()
+    assert prompt_canary not in data and CANARY not in data
+    assert "My password is [redacted]." in data and '"filters":"sha256:' in data
+    assert _cli("verify", str(tmp_path / "model.ndjson")).returncode == 0
+    with weather_service(tmp_path) as weather:
+        replay = run(task, cwd=tmp_path, rows=_tools(weather.url), model_cassette=filtered, env=_offline())
+    assert replay.ok, replay.explain()
+    assert replay.final_text == "It is sunny in Paris, 21C."
+    unfiltered = run(task, cwd=tmp_path, rows=_tools(), model_cassette=MODEL, env=_offline())
+    assert unfiltered.exit_code == 1
+    assert ("MODEL_CASSETTE_RULES_DIFFER: modelCassette.filters differs from the filters recorded in model.ndjson"
+            in unfiltered.stderr)
+
+
 def test_verify_and_inspect_a_real_recording_without_printing_text(
     recorded: tuple[Path, RunResult, list[dict[str, Any]]],
 ) -> None:

@@ -286,6 +286,32 @@ def test_replay_from_another_directory_still_matches(
     assert _results(replay) == _results(record)
 
 
+def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_replays_the_edit(
+    dsh: DshRunner, tmp_path: Path, recorded: tuple[Path, RunResult],
+) -> None:
+    cwd = _elsewhere(tmp_path, recorded[0] / CASSETTE, "edited")
+    recorded_text = '"text":"mock run complete: 1 step, 1 tool call"'
+    text = (cwd / CASSETTE).read_text()
+    assert text.count(recorded_text) == 1
+    (cwd / CASSETTE).write_text(text.replace(recorded_text, '"text":"mock run complete: edited by hand"'))
+    refused = _cli("verify", str(cwd / CASSETTE))
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == f"CASSETTE_INTEGRITY_ERROR: {CASSETTE}:2: interaction hash does not match\n"
+
+    sealed = _cli("reseal", str(cwd / CASSETTE))
+
+    assert (sealed.returncode, sealed.stderr) == (0, "")
+    assert sealed.stdout == ("resealed: 1 interactions, 2 records, 1 lines rewritten; the file is now yours "
+                             "(integrity proves only that nothing changed since this reseal)\n")
+    verified = _cli("verify", str(cwd / CASSETTE))
+    assert verified.returncode == 0 and "1 interaction(s), chain intact" in verified.stdout, verified.stderr
+    replay = _fixture_run(dsh, TRANSPARENT, "none", _task(CHILD_PROMPT), cwd=cwd)
+    assert replay.ok, replay.explain()
+    assert _replayed(replay) == (1, 0, 0)
+    assert list(_results(replay).values()) == [(False, "mock run complete: edited by hand")]
+    assert replay.child_session_ids == [] and _bodies(cwd) == []
+
+
 def _delegations(cwd: Path, prompts: dict[str, str]) -> str:
     """Write each label's prompt to a file and return a parent task delegating them all.
 

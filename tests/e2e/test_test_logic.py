@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filter_canary
 import msgspec
 import stub_weather
 from dshrun import ROOT, Dsh
@@ -54,6 +55,55 @@ def test_a_filtered_secret_never_reaches_the_file_and_the_replay_still_matches(t
     assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
     assert replay.result("echo").value == {"text": "hi", "tags": ["[redacted]"]}
     assert _bodies(tmp_path) == ["echo"]
+
+
+def test_a_filter_function_keeps_the_canary_out_of_the_file_and_the_replay_still_matches(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"call": filter_canary.mask_keys}],
+                            allow_redacted_replay=True)
+    task = f'/mock run echo({{"text": "hi", "tags": ["{CANARY}", "plain"]}})'
+    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    assert record.ok, record.explain()
+    assert record.result("echo").value == {"text": "hi", "tags": [CANARY, "plain"]}
+    text = (tmp_path / "echo.ndjson").read_text()
+    assert CANARY not in text
+    assert '"args":{"tags":["[redacted]","plain"],"text":"hi"}' in text
+    # Only the function's identity is fingerprinted: its module path is in no header.
+    assert "filter_canary" not in text and str(tmp_path) not in text
+    replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="none")
+    assert replay.ok, replay.explain()
+    assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
+    assert replay.result("echo").value == {"text": "hi", "tags": ["[redacted]", "plain"]}
+    by_module = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"call": "filter_canary:mask_keys"}],
+                             allow_redacted_replay=True)
+    (tmp_path / "filter_canary.py").write_text(Path(filter_canary.__file__).read_text())
+    assert run(task, cwd=tmp_path, rows=_tools(), tool_cassette=by_module, record_mode="none").ok
+    assert _bodies(tmp_path) == ["echo"]
+
+
+def test_a_filter_function_that_raises_fails_the_run_by_name_and_publishes_nothing(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"call": filter_canary.broken}])
+    result = run(f'/mock run echo({{"text": "{CANARY}"}})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette,
+                 record_mode="once")
+    assert result.exit_code == 1
+    assert result.errors[0].code == "FILTER_RAISED"
+    assert result.errors[0].message == (
+        "toolCassette.filters[0] (filter_canary:broken) raised ValueError on the arguments of echo; the call was "
+        "refused and nothing it was given reached the file; fix the filter")
+    assert CANARY not in result.stderr
+    assert result.tool_cassette is not None and not result.tool_cassette.published
+    assert not (tmp_path / "echo.ndjson").exists()
+    assert _bodies(tmp_path) == []
+
+
+def test_a_filter_function_that_cannot_be_imported_stops_dsh_at_boot_by_name(tmp_path: Path) -> None:
+    cassette = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"call": "nowhere.py:mask"}])
+    result = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette,
+                 record_mode="once")
+    assert result.exit_code == 1
+    assert ("FILTER_UNRESOLVED: toolCassette.filters[0].call: importing its module raised FileNotFoundError; give "
+            "module:function (importable from the DSH cwd) or file.py:function (relative to the DSH cwd)"
+            ) in result.stderr
+    assert result.tool_calls == [] and _bodies(tmp_path) == []
 
 
 def test_a_placeholder_in_a_replayed_outcome_is_refused_unless_allowed(tmp_path: Path) -> None:

@@ -59,6 +59,7 @@ EXPORTS: dict[str, list[str]] = {
         "WireStartError",
     ],
     "bridge.pytest_plugin": ["DshRunner"],
+    "bridge.references": ["resolve", "with_filter_functions"],
     "bridge.report": ["CallPath", "CassetteCounts", "ReportedError", "RunReport", "read_report", "write_report"],
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
@@ -147,7 +148,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.model_cassette.errors": [
         "ModelCallLeftOut", "ModelCassetteClosed", "ModelCassetteExists", "ModelCassetteIOError",
         "ModelCassetteInvalid", "ModelCassetteMismatch", "ModelExtraCall", "ModelRecordingIncomplete",
-        "ModelReplayPoisoned", "ModelRequestInvalid", "ModelUnconsumed", "rerecord_hint", "short",
+        "ModelReplayPoisoned", "ModelRequestInvalid", "ModelRulesDiffer", "ModelUnconsumed", "rerecord_hint", "short",
     ],
     "python_core.model_cassette.initiator": ["InitiatorFacts", "delegation_depth"],
     "python_core.model_cassette.format": [
@@ -157,12 +158,13 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.model_cassette.pacing": ["INSTANT_RETRY_AFTER_MS", "instant_failures"],
     "python_core.model_cassette.request": [
-        "CWD_TOKEN", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare", "lane_of", "normalize",
-        "parts_of", "parts_of_canonical",
+        "CWD_TOKEN", "FilterView", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare",
+        "filter_view", "lane_of", "normalize", "parts_of", "parts_of_canonical",
     ],
-    "python_core.model_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.model_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
-    "python_core.reseal_io": ["read_lines", "replace_file"],
+    "python_core.references": ["check_reference", "reference_identity"],
+    "python_core.reseal_io": ["ResealReport", "changed_lines", "reseal_path"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
@@ -200,6 +202,7 @@ EXPORTS: dict[str, list[str]] = {
         "parent_key", "parent_surface", "request_fingerprint", "request_metadata",
     ],
     "python_core.subagent_cassette.redact": ["BUILTIN_PATTERNS", "REDACTED", "Redactor", "build_redactor"],
+    "python_core.subagent_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.subagent_cassette.store": ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"],
     "python_core.tool_cassette": [
         "CloseReport", "ExecuteEvent", "Passthrough", "PostEvent", "Refuse", "ResultEvent", "Serve",
@@ -219,9 +222,10 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.errors": [
         "ArgumentsUnreadable", "CassetteExists", "CassetteIOError", "CassetteInvalid", "CassetteMismatch", "ExtraCall",
-        "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected", "OutcomeUnrecordable",
-        "RecordingIncomplete", "RedactedReplay", "ReplayPoisoned", "RulesDiffer", "ShortCircuited", "ToolUnregistered",
-        "UnconsumedRecords", "UnmatchedPattern", "UnsupportedConcludesTurn", "ValueRejected",
+        "FilterRaised", "FilterUnresolved", "IllegalEvent", "IncludeDiffers", "NestedSelection", "NothingSelected",
+        "OutcomeUnrecordable", "RecordingIncomplete", "RedactedReplay", "ReplayPoisoned", "RulesDiffer",
+        "ShortCircuited", "ToolUnregistered", "UnconsumedRecords", "UnmatchedPattern", "UnsupportedConcludesTurn",
+        "ValueRejected",
         "fingerprint", "rerecord_hint",
     ],
     "python_core.tool_cassette.format": [
@@ -239,11 +243,11 @@ EXPORTS: dict[str, list[str]] = {
     ],
     "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
     "python_core.tool_cassette.filters": [
-        "CREDENTIAL_KEYS", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
+        "CREDENTIAL_KEYS", "FilterFunction", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
     ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
     "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
-    "python_core.tool_cassette.reseal": ["ResealReport", "reseal_file", "reseal_lines"],
+    "python_core.tool_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
 

@@ -10,9 +10,16 @@ import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.tool_cassette.config import parse_config
-from dsh_sidecar.python_core.tool_cassette.engine import ExecuteEvent, Refuse, ReplaySession, Serve, ToolCassetteSession
-from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, RulesDiffer
-from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, parse_filters
+from dsh_sidecar.python_core.tool_cassette.engine import (
+    ExecuteEvent,
+    PostEvent,
+    Refuse,
+    ReplaySession,
+    Serve,
+    ToolCassetteSession,
+)
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, FilterRaised, FilterUnresolved, RulesDiffer
+from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, parse_filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file, reseal_lines
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 
@@ -51,7 +58,11 @@ def test_pointer_and_regex_filters_respect_tool_and_direction() -> None:
     ("x", "INVALID_CONFIG: toolCassette.filters: must be a list"),
     (["tokens"], 'INVALID_CONFIG: toolCassette.filters[0]: must be "credentials" or an object'),
     ([{"key": "a", "regex": "b"}], "INVALID_CONFIG: toolCassette.filters[0]: must name exactly one of key, pointer, "
-                                   "regex, preset"),
+                                   "regex, call, preset"),
+    ([{"call": "scrub"}], "INVALID_CONFIG: toolCassette.filters[0].call: must be a string module:function or "
+                          "file.py:function"),
+    ([{"call": "a b:f"}], "INVALID_CONFIG: toolCassette.filters[0].call: module must be a dotted module name or a "
+                          "path ending in .py"),
     ([{"regex": "("}], "INVALID_CONFIG: toolCassette.filters[0].regex: is not a valid regular expression"),
     ([{"regex": "a*"}], "INVALID_CONFIG: toolCassette.filters[0].regex: must not match the empty string"),
     ([{"pointer": "a"}], "INVALID_CONFIG: toolCassette.filters[0].pointer: must be a JSON pointer below the root, "
@@ -62,6 +73,92 @@ def test_bad_filters_are_refused_by_field(raw: object, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_filters(raw)
     assert str(caught.value) == message
+
+
+def _scrub(value: Any) -> Any:
+    """A filter function: the city of a weather call becomes its length."""
+    if isinstance(value, dict) and "city" in value:
+        return {**value, "city": f"<{len(value['city'])} chars>"}
+    return value
+
+
+def _with(tmp_path: Path, mode: str, function: Any, **keys: Any) -> Any:
+    config = _config(tmp_path, mode, filters=[{"call": "scrubs:scrub", "in": "args"}], **keys)
+    return msgspec.structs.replace(config, functions={"scrubs:scrub": function})
+
+
+def test_a_filter_function_gets_the_decoded_value_and_its_return_is_recorded_and_matched(
+    tmp_path: Path, kit: Any,
+) -> None:
+    session = ToolCassetteSession.open(_with(tmp_path, "record", _scrub))
+    kit.drive(session, kit.DEFAULT_CALLS)
+    assert session.close().errors == ()
+    text = (tmp_path / "c.ndjson").read_bytes()
+    assert b'"args":{"city":"<14 chars>","unit":"c"}' in text
+    assert kit.SECRET.encode() in text  # in: args only: the result keeps it, and replays unrefused
+    replay = ToolCassetteSession.open(_with(tmp_path, "replay", _scrub))
+    same_length = b'{"city":"' + b"x" * 14 + b'","unit":"c"}'
+    assert isinstance(replay.on_execute(ExecuteEvent("h0", "root/0", "weather_lookup", same_length)), Serve)
+
+
+def test_a_filter_function_counts_by_its_identity_not_its_location() -> None:
+    here = parse_filters([{"call": "tests/helpers/scrubs.py:scrub"}])
+    assert rules_digest(here) == rules_digest(parse_filters([{"call": "/elsewhere/scrubs.py:scrub"}]))
+    assert rules_digest(here) == rules_digest(parse_filters([{"call": "helpers.scrubs:scrub"}]))
+    assert rules_digest(here) != rules_digest(parse_filters([{"call": "scrubs:other"}]))
+    assert rules_digest(parse_filters(["credentials"])) == rules_digest(parse_filters([{"preset": "credentials"}]))
+
+
+def test_a_filter_that_raises_refuses_the_call_and_fails_the_recording(tmp_path: Path, kit: Any) -> None:
+    def broken(value: Any) -> Any:
+        raise KeyError(kit.SECRET)
+
+    session = ToolCassetteSession.open(_with(tmp_path, "record", broken))
+    refused = session.on_execute(ExecuteEvent("h0", "root/0", "weather_lookup", kit.DEFAULT_CALLS[0].args))
+    assert isinstance(refused, Refuse)
+    assert str(refused.error) == (
+        "FILTER_RAISED: toolCassette.filters[0] (scrubs:scrub) raised KeyError on the arguments of weather_lookup; "
+        "the call was refused and nothing it was given reached the file; fix the filter"
+    )
+    report = session.close()
+    assert report.errors[0].code == "FILTER_RAISED"
+    assert not report.published and not (tmp_path / "c.ndjson").exists()
+    assert kit.SECRET.encode() not in (tmp_path / "c.ndjson.partial").read_bytes()
+
+
+def test_a_filter_on_the_outcome_that_returns_no_json_fails_the_call_named(tmp_path: Path, kit: Any) -> None:
+    config = _config(tmp_path, filters=[{"call": "scrubs:scrub", "in": "result"}])
+    session = ToolCassetteSession.open(msgspec.structs.replace(config, functions={"scrubs:scrub": lambda v: {1, 2}}))
+    call = kit.DEFAULT_CALLS[0]
+    assert not isinstance(session.on_execute(ExecuteEvent("h0", call.path, call.tool, call.args)), Refuse)
+    refused = session.on_post_execute(PostEvent("h0", call.path, call.tool, call.outcome))
+    assert isinstance(refused, Refuse)
+    assert str(refused.error).startswith("FILTER_RAISED: toolCassette.filters[0] (scrubs:scrub) returned a value "
+                                         "with no canonical JSON form (set is not a JSON value) on the outcome of "
+                                         "weather_lookup;")
+
+
+def test_a_replay_filter_that_raises_refuses_the_call(tmp_path: Path, kit: Any) -> None:
+    session = ToolCassetteSession.open(_with(tmp_path, "record", _scrub))
+    kit.drive(session, kit.DEFAULT_CALLS)
+    assert session.close().errors == ()
+    replay = ToolCassetteSession.open(_with(tmp_path, "replay", lambda value: 1 / 0))
+    refused = replay.on_execute(ExecuteEvent("h0", "root/0", "weather_lookup", kit.DEFAULT_CALLS[0].args))
+    assert isinstance(refused, Refuse) and refused.error.code == "FILTER_RAISED"
+    assert "raised ZeroDivisionError on the arguments" in str(refused.error)
+
+
+def test_a_call_filter_without_its_imported_function_is_refused_at_open(tmp_path: Path) -> None:
+    with pytest.raises(FilterUnresolved) as caught:
+        ToolCassetteSession.open(_config(tmp_path, filters=["credentials", {"call": "scrubs:scrub"}]))
+    assert str(caught.value).startswith("FILTER_UNRESOLVED: toolCassette.filters[1].call: was not imported in this "
+                                        "process; give module:function")
+    assert not (tmp_path / "c.ndjson.partial").exists()
+
+
+def test_filter_raised_names_no_value() -> None:
+    error = FilterRaised(2, "m:f", "t", "result", "raised ValueError")
+    assert str(error).startswith("FILTER_RAISED: toolCassette.filters[2] (m:f) raised ValueError on the outcome of t;")
 
 
 def test_the_secret_is_not_in_the_file_and_replay_matches_the_same_call(tmp_path: Path, kit: Any) -> None:

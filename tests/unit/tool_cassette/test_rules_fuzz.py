@@ -47,6 +47,10 @@ def _spec(fuzz: Any, depth: int = 0) -> Any:
     return {rng.choice([*_KEYS, fuzz.string()]): _spec(fuzz, depth + 1) for _ in range(rng.randint(0, 4))}
 
 
+def _identity(value: Any) -> Any:
+    return value
+
+
 def _named(error: ConfigError) -> None:
     text = str(error)
     assert text.startswith("INVALID_CONFIG: ") and "\n" not in text, text
@@ -65,7 +69,8 @@ def test_fuzz_rule_specs_are_accepted_or_refused_by_field(fuzz: Any, tmp_path: A
             accepted += 1
             value = fuzz.value()
             if parse is parse_filters:
-                Filters(rules).apply(value, tool="t", where="args")  # type: ignore[arg-type]
+                functions = {rule.call: _identity for rule in rules if rule.call is not None}  # type: ignore[union-attr]
+                Filters(rules, functions).apply(value, tool="t", where="args")  # type: ignore[arg-type]
             elif parse is parse_match:
                 for rule in rules.values():  # type: ignore[union-attr]
                     reduce_args(value, rule)
