@@ -63,6 +63,7 @@ __all__ = [
     "HostNotFound",
     "ModelCassette",
     "RecordMode",
+    "RecordedFailure",
     "Row",
     "RunFailed",
     "RunResult",
@@ -92,6 +93,14 @@ _NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[
 
 class StalePlugin(UserWarning):
     """A plugin installed with ``add-local-plugin`` whose source changed since."""
+
+
+class RecordedFailure(UserWarning):
+    """A recording that holds failed calls (``TOOL_FAILURE_RECORDED``, ``SUBAGENT_CHILD_FAILED``).
+
+    The pytest plugin warns with it when the test does not fail on that run: recording a failure
+    is legitimate, but a passing test's stderr is never shown.
+    """
 
 
 class HostNotFound(SidecarError):
@@ -235,6 +244,8 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     injected: int = 0
     """Replayed calls a fault overlay failed on purpose (``faults`` names the overlay)."""
     faults: str | None = None
+    failed: int = 0
+    """Recorded calls (child runs) that ended in an error: every replay serves those failures."""
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -525,7 +536,7 @@ def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> Cas
     return CassetteSummary(
         kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
         recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
-        published=published, injected=c.injected, faults=c.faults,
+        published=published, injected=c.injected, faults=c.faults, failed=c.failed,
     )
 
 

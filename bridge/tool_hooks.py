@@ -25,6 +25,7 @@ from dsh_sidecar.bridge.protocol import (
     PostExecuteParams,
     ResultParams,
 )
+from dsh_sidecar.bridge.recorded_failures import RecordedFailures
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
@@ -76,6 +77,7 @@ class ToolHooks:
         # Unselected calls that depend on a selected call's outside effect, by handle.
         self._depends: dict[str, ToolDependency] = {}
         self._named: list[ToolDependency] = []
+        self.failures = RecordedFailures()
 
     def _failed(self, error: SidecarError) -> None:
         assert self.recording is not None
@@ -196,6 +198,8 @@ class ToolHooks:
         except SidecarError as error:
             refused = Refuse(error=error)
         if refused is None:
+            if self.recording is not None:
+                self.failures.captured(params.handle, params.tool, params.path or _NO_PATH, params.result)
             return _ACCEPT
         return PostExecuteDecision(action="refuse", code=refused.error.code, message=str(refused.error))
 
@@ -211,6 +215,7 @@ class ToolHooks:
             self._named.append(dependency)  # the replay failed on it: an error
         cassette = self._selected(params.tool)
         if cassette is not None:
+            before = self.recording.statistics().recorded if self.recording is not None else 0
             try:
                 cassette.on_result(
                     ResultEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool,
@@ -218,6 +223,8 @@ class ToolHooks:
                 )
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
+            if self.recording is not None:
+                self.failures.settled(params.handle, self.recording.statistics().recorded > before)
             ticket = self._queued()
             # No answer waits for a result line; it joins the next batch, written now.
             if ticket is not None and self.writer is not None:
@@ -271,7 +278,9 @@ class ToolHooks:
         )
         errors = [*self.blocked, *stub_errors, *report.errors]
         if self.recording is not None:
-            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note, *stub_notes]
+            failed = self.failures.note(stats.recorded, report.published)
+            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [
+                note, *([] if failed is None else [failed]), *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]
 
 
