@@ -164,7 +164,8 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.reseal_io": ["read_lines", "replace_file"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
-        "SessionSummary", "SessionToolCall", "SessionToolResult", "decode_session_log", "encode_segment", "final_text",
+        "LOG_NAMES", "SessionLogInvalid", "SessionSummary", "SessionToolCall", "SessionToolResult",
+        "decode_session_log", "encode_segment", "final_text",
         "mock_statuses", "project_key", "read_session_log", "session_log_candidates", "summarize", "tool_calls",
         "tool_results",
     ],
