@@ -32,6 +32,7 @@ from dsh_sidecar.bridge.run import (
     Row,
     SubagentCassette,
     ToolCassette,
+    default_dsh_home,
     find_host,
     run,
 )
@@ -384,14 +385,8 @@ class SessionLogUnreadable(SidecarError):
 
 
 def _sessions_home(dsh_home: Path | None) -> Path:
-    """``--dsh-home``, else ``$DSH_HOME``, else the project's host, else ``~/.dsh`` (as rc.8)."""
-    home = _home(dsh_home)
-    if home is not None:
-        return home
-    try:
-        return find_host().dsh_home
-    except HostNotFound:
-        return Path.home() / ".dsh"
+    """``--dsh-home``, else ``default_dsh_home()`` ($DSH_HOME, the project's host, ``~/.dsh``)."""
+    return dsh_home if dsh_home is not None else default_dsh_home()
 
 
 _Log = tuple[SessionSummary, Path, list[dict[str, Any]]]

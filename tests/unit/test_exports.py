@@ -62,7 +62,7 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
         "RecordMode", "RecordedFailure", "Row", "RunFailed", "RunResult", "StalePlugin", "StubFailure",
-        "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "find_host", "run",
+        "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "default_dsh_home", "find_host", "run",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],
