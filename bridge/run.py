@@ -336,20 +336,17 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     def show_command(self) -> str | None:
         """The ``dsh-sidecar sessions show`` command that shows this run's session log, pasted here.
 
-        It names the full id and the session's folder, and the DSH home when the command would
-        not find this one by itself (``default_dsh_home``).
+        It names the full id, which ``sessions show`` finds in any folder's sessions (a pytest
+        run's folder is a temporary one), so no absolute path is printed; the DSH home only when
+        the command would not find this one by itself (``default_dsh_home``), relative to here.
         """
         if self.session_id is None or self.session_path is None:
             return None
         command = f"dsh-sidecar sessions show {shlex.quote(self.session_id)}"
-        header = self.events[0] if self.events else {}
-        cwd = header.get("cwd")
-        if isinstance(cwd, str) and cwd:
-            command += f" --cwd {shlex.quote(cwd)}"
         # <home>/sessions/<project key>/<session folder>/<log>
         home = Path(self.session_path).parents[3]
         if home.resolve() != default_dsh_home().resolve():
-            command += f" --dsh-home {shlex.quote(str(home))}"
+            command += f" --dsh-home {shlex.quote(os.path.relpath(home))}"
         return command
 
     def check(self) -> RunResult:

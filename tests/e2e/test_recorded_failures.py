@@ -101,7 +101,7 @@ def test_pytest_warns_for_a_passing_recording_and_a_failing_one_shows_the_messag
     assert "  broken at root/0 failed: Error: broken on purpose: disk on fire" in account, account
     assert account.count("TOOL_FAILURE_RECORDED") == 1
     assert "its full message is in the session log" not in account
-    (command,) = re.findall(r"  session log: (dsh-sidecar sessions show session-[0-9a-f-]{36} --cwd \S+)", account)
+    (command,) = re.findall(r"  session log: (dsh-sidecar sessions show session-[0-9a-f-]{36})\n", account)
 
     # Pasted where the user is: the project folder, not pytest's temporary one.
     shown = subprocess.run([SIDECAR_CLI, *shlex.split(command)[1:]], cwd=project, env=env, capture_output=True,

@@ -207,22 +207,22 @@ def test_a_failed_runs_account_shows_the_tools_own_message_and_a_show_command_th
         "  broken at root/0 failed: Error: broken on purpose: disk on fire",
         "  stderr (last lines):",
         "    TOOL_FAILED: broken (mock-1-1-0) failed at step 1; 0 later step(s) stopped",
-        f"  session log: dsh-sidecar sessions show {_SESSION} --cwd /tmp/pytest-of-u/pytest-1/test_x0/dsh-work",
+        f"  session log: dsh-sidecar sessions show {_SESSION}",
         "  to re-record: pytest x --dsh-record-mode all",
     ]
 
 
-def test_the_show_command_names_the_dsh_home_when_the_cli_would_not_find_it(
+def test_the_show_command_names_the_dsh_home_relative_to_here_when_the_cli_would_not_find_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    (tmp_path / "other").mkdir()
     monkeypatch.setenv("DSH_HOME", str(tmp_path / "other"))
-    home = tmp_path / "my home"
+    monkeypatch.chdir(tmp_path / "other")
 
-    assert _failed_run(home).show_command() == (
-        f"dsh-sidecar sessions show {_SESSION} --cwd /tmp/pytest-of-u/pytest-1/test_x0/dsh-work "
-        f"--dsh-home '{home}'"
+    assert _failed_run(tmp_path / "my home").show_command() == (
+        f"dsh-sidecar sessions show {_SESSION} --dsh-home '../my home'"
     )
-    assert _failed_run(home, session_id=None, session_path=None).show_command() is None
+    assert _failed_run(tmp_path, session_id=None, session_path=None).show_command() is None
 
 
 def test_the_account_repeats_no_named_error_and_prints_no_message_under_result_filters(
@@ -239,3 +239,17 @@ def test_the_account_repeats_no_named_error_and_prints_no_message_under_result_f
 
     assert "  broken at root/0 failed; its message is not shown (the tool cassette filters results)" in lines
     assert not any("disk on fire" in line or line.startswith("  echo at root/1 failed") for line in lines)
+
+
+def test_the_plugin_warns_with_the_recorded_failure_lines_of_a_recording_only() -> None:
+    from dsh_sidecar.bridge.pytest_plugin import _recorded_failures
+
+    stderr = ("dsh-sidecar: subagent cassette record: 1 starts\n"
+              "dsh-sidecar: SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)\n")
+    recording = CassetteSummary(kind="subagent", file="s.jsonl", record_mode="once", mode="record", failed=1)
+    replaying = CassetteSummary(kind="subagent", file="s.jsonl", record_mode="none", mode="replay")
+
+    assert _recorded_failures(_result(stderr=stderr, subagent_cassette=recording)) == [
+        "SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)"
+    ]
+    assert _recorded_failures(_result(stderr=stderr, subagent_cassette=replaying)) == []
