@@ -32,19 +32,24 @@ from dsh_sidecar.bridge.run import (
     Row,
     SubagentCassette,
     ToolCassette,
+    default_dsh_home,
     find_host,
     run,
 )
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.files import reason_of
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.session_log import (
+    LOG_NAMES,
+    SessionLogInvalid,
     SessionSummary,
+    decode_session_log,
+    encode_segment,
     mock_statuses,
     project_key,
-    read_session_log,
     summarize,
     tool_calls,
     tool_results,
@@ -373,31 +378,66 @@ class SessionNotFound(SidecarError):
     code = "SESSION_NOT_FOUND"
 
 
+class SessionLogUnreadable(SidecarError):
+    """A session log that cannot be opened or read (names the session folder, never a path)."""
+
+    code = "SESSION_LOG_UNREADABLE"
+
+
 def _sessions_home(dsh_home: Path | None) -> Path:
-    """``--dsh-home``, else ``$DSH_HOME``, else the project's host, else ``~/.dsh`` (as rc.8)."""
-    home = _home(dsh_home)
-    if home is not None:
-        return home
+    """``--dsh-home``, else ``default_dsh_home()`` ($DSH_HOME, the project's host, ``~/.dsh``)."""
+    return dsh_home if dsh_home is not None else default_dsh_home()
+
+
+_Log = tuple[SessionSummary, Path, list[dict[str, Any]]]
+
+
+def _read_log(entry: Path) -> _Log | SidecarError | None:
+    """One session folder's log decoded and summarized, the named error that refuses it, or
+    ``None`` when the folder holds no log."""
     try:
-        return find_host().dsh_home
-    except HostNotFound:
-        return Path.home() / ".dsh"
+        path = next((entry / n for n in LOG_NAMES if (entry / n).is_file()), None)
+        if path is None:
+            return None
+        source = f"{entry.name}/{path.name}"
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return SessionLogUnreadable(f"{entry.name}/session.jsonl: {reason_of(exc)}")
+    try:
+        events = decode_session_log(data, source=source)
+    except SessionLogInvalid as exc:
+        return exc
+    return (summarize(events), path, events) if events else None
 
 
-def _session_logs(home: Path, cwd: str) -> list[tuple[SessionSummary, Path, list[dict[str, Any]]]]:
+def _session_logs(home: Path, cwd: str) -> list[_Log]:
+    """The logs of CWD, newest first; each refused one is named on stderr (once) and skipped."""
     folder = home / "sessions" / project_key(os.path.realpath(cwd))
     found = []
-    for entry in folder.iterdir() if folder.is_dir() else []:
-        path = next((entry / n for n in ("session.jsonl.zstd", "session.jsonl") if (entry / n).is_file()), None)
-        if path is None:
-            continue
-        try:
-            events = read_session_log(path)
-        except (SidecarError, ValueError):
-            continue  # a log still being written, or not a log
-        if events:
-            found.append((summarize(events), path, events))
+    for entry in sorted(folder.iterdir()) if folder.is_dir() else []:
+        log = _read_log(entry)
+        if isinstance(log, SidecarError):
+            click.echo(f"dsh-sidecar: {log}; skipped", err=True)
+        elif log is not None:
+            found.append(log)
     return sorted(found, key=lambda item: item[0].created_at or 0, reverse=True)
+
+
+def _session_folder(home: Path, cwd: str, session_id: str) -> Path | None:
+    """The folder of SESSION_ID: CWD's first, else any folder's (an id names one session wherever it ran)."""
+    root = home / "sessions"
+    try:
+        segment = encode_segment(session_id)
+    except ValueError:
+        return None  # the empty id
+    local = root / project_key(os.path.realpath(cwd)) / segment
+    if local.is_dir():
+        return local
+    for project in sorted(root.iterdir()) if root.is_dir() else []:
+        if (project / segment).is_dir():
+            return project / segment
+    return None
 
 
 def _when(ms: int | None) -> str:
@@ -415,7 +455,7 @@ def sessions() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
 def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool) -> None:
-    """The sessions of CWD, newest first."""
+    """The sessions of CWD, newest first (a log that cannot be read is named on stderr and skipped)."""
     found = _session_logs(_sessions_home(dsh_home), cwd)[:limit]
     if as_json:
         click.echo(msgspec.json.encode([s for s, _, _ in found]).decode())
@@ -437,12 +477,25 @@ def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool) ->
 @click.option("--json", "as_json", is_flag=True, help="Summary, tool calls, results, mock status and events as JSON.")
 @click.option("--events", "raw_events", is_flag=True, help="Print every event as one JSON line.")
 def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_json: bool, raw_events: bool) -> None:
-    """Show SESSION_ID (default: the newest session of CWD), decoded."""
-    found = _session_logs(_sessions_home(dsh_home), cwd)
-    match = next((f for f in found if session_id is None or f[0].session_id == session_id), None)
+    """Show SESSION_ID (looked up in CWD's sessions, then in every folder's; default: the newest
+    session of CWD), decoded."""
+    home = _sessions_home(dsh_home)
+    match: _Log | SidecarError | None
+    if session_id is None:
+        found = _session_logs(home, cwd)
+        match = found[0] if found else None
+    else:
+        folder = _session_folder(home, cwd, session_id)
+        match = None if folder is None else _read_log(folder)
+    if isinstance(match, SidecarError):
+        _fail(match)
+    if match is None and session_id is None:
+        _fail(SessionNotFound("no session for this folder; list them with `dsh-sidecar sessions list`"))
     if match is None:
-        what = f"session {session_id}" if session_id else "no session"
-        _fail(SessionNotFound(f"{what} for this folder; list them with `dsh-sidecar sessions list`"))
+        _fail(SessionNotFound(
+            f"session {session_id} is in no folder's sessions of this DSH home; list a folder's with "
+            "`dsh-sidecar sessions list --cwd DIR`, or name the home with --dsh-home"
+        ))
     summary, path, events = match
     calls, results, statuses = tool_calls(events), tool_results(events), mock_statuses(events)
     if raw_events:

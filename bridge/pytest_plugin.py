@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import warnings
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from dsh_sidecar.bridge.run import (
     CassetteMissing,
     HostNotFound,
     ModelCassette,
+    RecordedFailure,
     RecordMode,
     Row,
     RunResult,
@@ -210,7 +212,22 @@ class DshRunner:
         self.runs.append(result)
         if check and not result.ok:
             pytest.fail(result.explain(f"pytest {self.nodeid} --dsh-record-mode all"), pytrace=False)
+        for line in _recorded_failures(result):
+            # A passing test's stderr is never shown: the line the run printed becomes a warning.
+            warnings.warn(RecordedFailure(line), stacklevel=2)
         return result
+
+
+_FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT_CHILD_FAILED: ")
+
+
+def _recorded_failures(result: RunResult) -> list[str]:
+    """The run's recorded-failure lines (without the prefix) when one of its recordings holds failures."""
+    summaries = (result.tool_cassette, result.subagent_cassette)
+    if not any(s is not None and s.mode == "record" and s.failed for s in summaries):
+        return []
+    lines = result.stderr.splitlines()
+    return [line.removeprefix("dsh-sidecar: ") for line in lines if line.startswith(_FAILURE_LINES)]
 
 
 _MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools")

@@ -42,6 +42,8 @@ class CassetteCounts(msgspec.Struct, frozen=True, kw_only=True):
     missed: int = 0
     injected: int = 0
     faults: str | None = None
+    failed: int = 0
+    """Recorded calls (or child runs) that ended in an error: replays serve those failures."""
     stoodUp: list[str] = msgspec.field(default_factory=list)
 
 

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -42,9 +43,10 @@ import msgspec
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
 from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback, stale_local_plugins
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
-from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
 from dsh_sidecar.python_core.session_log import (
+    SessionLogInvalid,
     final_text,
     mock_statuses,
     read_session_log,
@@ -63,6 +65,7 @@ __all__ = [
     "HostNotFound",
     "ModelCassette",
     "RecordMode",
+    "RecordedFailure",
     "Row",
     "RunFailed",
     "RunResult",
@@ -72,6 +75,7 @@ __all__ = [
     "ToolCall",
     "ToolCassette",
     "ToolResult",
+    "default_dsh_home",
     "find_host",
     "run",
 ]
@@ -92,6 +96,14 @@ _NODE_NOISE = re.compile(r"^(at |Node\.js v|file://\S+:\d+$|\^+$|[{}]$|throw |\[
 
 class StalePlugin(UserWarning):
     """A plugin installed with ``add-local-plugin`` whose source changed since."""
+
+
+class RecordedFailure(UserWarning):
+    """A recording that holds failed calls (``TOOL_FAILURE_RECORDED``, ``SUBAGENT_CHILD_FAILED``).
+
+    The pytest plugin warns with it when the test does not fail on that run: recording a failure
+    is legitimate, but a passing test's stderr is never shown.
+    """
 
 
 class HostNotFound(SidecarError):
@@ -236,6 +248,10 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     injected: int = 0
     """Replayed calls a fault overlay failed on purpose (``faults`` names the overlay)."""
     faults: str | None = None
+    failed: int = 0
+    """Recorded calls (child runs) that ended in an error: every replay serves those failures."""
+    filtered: bool = False
+    """The cassette declares result filters: a failure account does not print the tools' messages."""
     stood_up: list[str] = msgspec.field(default_factory=list)
     """Tool cassette replay: the recorded tools stood up because no plugin registered them."""
 
@@ -294,25 +310,47 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         return found[0]
 
     def explain(self, rerecord: str | None = None) -> str:
-        """A short account of a failed run: exit, named errors, cassettes, stderr tail, the fix."""
+        """A short account of a failed run: exit, named errors, cassettes, failed tools' own
+        messages, stderr tail, the command that shows the session log, the fix."""
         head = "timed out" if self.timed_out else f"exited {self.exit_code}"
         lines = [f"dsh run {head}: {self.task[:80]}"]
         lines += [f"  {e.code}: {e.message}" for e in self.errors[:4]]
         for summary in (self.tool_cassette, self.subagent_cassette, self.model_cassette):
             if summary is not None:
                 lines.append("  " + _summary_line(summary))
+        known = [e.message for e in self.errors]
+        lines += _failed_tools(self.tool_results, known, self.tool_cassette)
         cassettes = (self.tool_cassette, self.subagent_cassette, self.model_cassette)
         rerecord_line = bool(rerecord) and any(s is not None and s.mode == "replay" for s in cassettes)
-        tail = _stderr_tail(self.stderr, known=[e.message for e in self.errors])
+        tail = _stderr_tail(self.stderr, known=known)
         if rerecord_line:
             # The caller's own re-record command replaces the sidecar's generic one.
             tail = [line for line in tail if not (line.startswith("fix: ") and "re-record" in line)]
         if tail:
             lines.append("  stderr (last lines):")
             lines += [f"    {line}" for line in tail]
+        show = self.show_command()
+        if show is not None:
+            lines.append(f"  session log: {show}")
         if rerecord_line:
             lines.append(f"  to re-record: {rerecord}")
         return "\n".join(lines)
+
+    def show_command(self) -> str | None:
+        """The ``dsh-sidecar sessions show`` command that shows this run's session log, pasted here.
+
+        It names the full id, which ``sessions show`` finds in any folder's sessions (a pytest
+        run's folder is a temporary one), so no absolute path is printed; the DSH home only when
+        the command would not find this one by itself (``default_dsh_home``), relative to here.
+        """
+        if self.session_id is None or self.session_path is None:
+            return None
+        command = f"dsh-sidecar sessions show {shlex.quote(self.session_id)}"
+        # <home>/sessions/<project key>/<session folder>/<log>
+        home = Path(self.session_path).parents[3]
+        if home.resolve() != default_dsh_home().resolve():
+            command += f" --dsh-home {shlex.quote(os.path.relpath(home))}"
+        return command
 
     def check(self) -> RunResult:
         """Return ``self`` if the run succeeded.
@@ -345,6 +383,34 @@ def _summary_line(s: CassetteSummary) -> str:
 
 
 _SUMMARY_PREFIXES = ("tool cassette ", "subagent cassette ", "model cassette ")
+# The sidecar's pointer to a failed tool's message: the account shows the message and a command
+# that works where the user is instead.
+_FULL_MESSAGE = re.compile(r"; its full message is in the session log: dsh-sidecar sessions show \S+$")
+_FAILED_SHOWN = 3
+_MESSAGE_CHARS = 300
+
+
+def _failed_tools(results: Sequence[ToolResult], known: Sequence[str], tools: CassetteSummary | None) -> list[str]:
+    """One line per failed tool result (the first few): tool, path and the tool's own message.
+
+    The message is the text the model saw, as the session log holds it; a refusal of the
+    sidecar's own (a named error above) is not repeated, and with result filters declared the
+    message is not printed (the log holds it unfiltered).
+    """
+    failed = [r for r in results if r.is_error and not any(k and k in r.output for k in known)]
+    lines = []
+    for r in failed[:_FAILED_SHOWN]:
+        where = f"{r.tool or '?'}" + (f" at {r.path}" if r.path else "") + (
+            f" (runtime code {r.error_code})" if r.error_code else "")
+        if tools is not None and tools.filtered:
+            lines.append(f"  {where} failed; its message is not shown (the tool cassette filters results)")
+            continue
+        message = printable(" ".join((r.error_message or r.output).split()))
+        cut = message[:_MESSAGE_CHARS] + ("…" if len(message) > _MESSAGE_CHARS else "")
+        lines.append(f"  {where} failed: {cut}")
+    if len(failed) > _FAILED_SHOWN:
+        lines.append(f"  and {len(failed) - _FAILED_SHOWN} more failed tool result(s)")
+    return lines
 
 
 def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
@@ -354,13 +420,27 @@ def _stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
         line = raw.strip()
         for prefix in ("dsh-sidecar: ", "dsh: "):
             line = line.removeprefix(prefix)
+        line = _FULL_MESSAGE.sub("", line)
         if (
             not line or _NODE_NOISE.match(line) or line.startswith(_SUMMARY_PREFIXES)
             or any(k and k in line for k in known) or line in seen
         ):
             continue
         seen.append(line)
-    return [line[:200] for line in seen[-_STDERR_TAIL:]]
+    # Cut only a stray huge line: the sidecar's own lines (a recorded-failure line names three calls) fit.
+    return [line[:400] for line in seen[-_STDERR_TAIL:]]
+
+
+def default_dsh_home() -> Path:
+    """The DSH home ``dsh-sidecar sessions`` reads without ``--dsh-home``: ``$DSH_HOME``, else the
+    home of the host ``find_host`` finds from the current folder, else ``~/.dsh`` (as rc.8)."""
+    home = os.environ.get("DSH_HOME", "").strip()
+    if home:
+        return Path(home)
+    try:
+        return find_host().dsh_home
+    except HostNotFound:
+        return Path.home() / ".dsh"
 
 
 def find_host(start: str | os.PathLike[str] | None = None) -> HostEnv:
@@ -532,12 +612,13 @@ def _execute(argv: list[str], cwd: Path, env: dict[str, str], timeout: float) ->
         return proc.returncode, out, err, True
 
 
-def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool) -> CassetteSummary:
+def _summary(plan: _Plan, counts: CassetteCounts | None, published: bool, filtered: bool) -> CassetteSummary:
     c = counts or CassetteCounts(kind=plan.kind, mode=plan.mode)
     return CassetteSummary(
         kind=plan.kind, file=plan.name, record_mode=plan.record_mode, mode=plan.mode, selected=c.selected,
         recorded=c.recorded, consumed=c.consumed, unconsumed=c.unconsumed, missed=c.missed, poisoned=c.poisoned,
-        published=published, injected=c.injected, faults=c.faults, stood_up=list(c.stoodUp),
+        published=published, injected=c.injected, faults=c.faults, failed=c.failed,
+        filtered=filtered, stood_up=list(c.stoodUp),
     )
 
 
@@ -548,7 +629,10 @@ def _sessions(host: HostEnv, report: RunReport) -> tuple[str | None, str | None,
     for session_id in report.sessions:
         for path in session_log_candidates(root, report.cwd, session_id):
             if os.path.exists(path):
-                found.append((session_id, path, read_session_log(path)))
+                try:
+                    found.append((session_id, path, read_session_log(path)))
+                except SessionLogInvalid:
+                    pass  # not a log rc.8 wrote whole: the run has no events from it
                 break
     parents = [f for f in found if f[2] and f[2][0].get("delegationDepth", 0) == 0]
     if not parents:
@@ -730,7 +814,8 @@ def run(
         complete = clean and count is not None and count.published
         named = count is not None and not count.published
         published = _publish(plan, complete, named) if plan.mode == "record" else False
-        summaries[plan.kind] = _summary(plan, count, published)
+        filtered = plan.kind == "tool" and tool_cassette is not None and bool(tool_cassette.filters)
+        summaries[plan.kind] = _summary(plan, count, published, filtered)
     return _result(host, text, report, code, out, err, timed_out, duration_ms, summaries)
 
 

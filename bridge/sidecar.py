@@ -195,7 +195,8 @@ class Sidecar:
             cassettes.append(CassetteCounts(
                 kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
                 unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
-                injected=s.injected, faults=s.faults, stoodUp=self.tools.stood_up if self.tools is not None else [],
+                injected=s.injected, faults=s.faults, failed=len(self.tools.failures.failed) if self.tools else 0,
+                stoodUp=self.tools.stood_up if self.tools is not None else [],
             ))
         subagent_report = None if self.subagents is None else self.subagents.closed
         if subagent_report is not None:
@@ -204,6 +205,7 @@ class Sidecar:
                 kind="subagent", mode=a.mode, selected=a.started, recorded=a.recorded, consumed=a.replayed,
                 unconsumed=a.unconsumed, missed=a.missed,
                 published=a.mode == "record" and a.recorded > 0 and not subagent_report.errors,
+                failed=len(self.subagents.failed_children) if self.subagents else 0,
             ))
         model_report = None if self.model is None else self.model.closed
         if model_report is not None:

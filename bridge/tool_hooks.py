@@ -29,6 +29,7 @@ from dsh_sidecar.bridge.protocol import (
     ResultParams,
     StandIn,
 )
+from dsh_sidecar.bridge.recorded_failures import RecordedFailures
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
@@ -83,6 +84,7 @@ class ToolHooks:
         self._named: list[ToolDependency] = []
         # The recorded tools the shim stood up because no plugin registered them.
         self.stood_up: list[str] = []
+        self.failures = RecordedFailures()
 
     def stand_ins(self) -> list[StandIn]:
         """The recorded contracts of a replay, for the shim to register where no plugin did."""
@@ -249,6 +251,8 @@ class ToolHooks:
         except SidecarError as error:
             refused = Refuse(error=error)
         if refused is None:
+            if self.recording is not None:
+                self.failures.captured(params.handle, params.tool, params.path or _NO_PATH, params.result)
             return _ACCEPT
         return PostExecuteDecision(action="refuse", code=refused.error.code, message=str(refused.error))
 
@@ -264,6 +268,7 @@ class ToolHooks:
             self._named.append(dependency)  # the replay failed on it: an error
         cassette = self._selected(params.tool)
         if cassette is not None:
+            before = self.recording.statistics().recorded if self.recording is not None else 0
             try:
                 cassette.on_result(
                     ResultEvent(handle=params.handle, path=params.path or _NO_PATH, tool=params.tool,
@@ -271,6 +276,8 @@ class ToolHooks:
                 )
             except SidecarError as error:
                 self.trace.write("tools/result", handle=params.handle, error=error.code)
+            if self.recording is not None:
+                self.failures.settled(params.handle, self.recording.statistics().recorded > before)
             ticket = self._queued()
             # No answer waits for a result line; it joins the next batch, written now.
             if ticket is not None and self.writer is not None:
@@ -326,7 +333,9 @@ class ToolHooks:
         if self.stood_up:
             note += f", stood up from the cassette (no plugin registered them): {', '.join(self.stood_up)}"
         if self.recording is not None:
-            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [note, *stub_notes]
+            failed = self.failures.note(stats.recorded, report.published)
+            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [
+                note, *([] if failed is None else [failed]), *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]
 
 

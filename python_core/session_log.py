@@ -4,6 +4,12 @@ Pure functions over bytes and decoded events. The path rule is rc.8's own
 (``dsh-session-persistence-jsonl``): ``<root>/--<project key of cwd>--/<encoded id>/session.jsonl``
 with ``.zstd`` appended when compressed (concatenated zstd frames). Knowing the session id and
 the cwd, a log is found with one path computation, however many sessions the folder holds.
+
+A log is read under the cassette readers' rules: a line nested deeper than ``MAX_DEPTH`` is
+refused before any decoder recurses into it, a lone surrogate (which no UTF-8 output can hold)
+is refused by name, and the records the summary reads (the ``session`` header, ``mock/status``)
+must have their shapes. Whatever a log holds, decoding it either gives events every reader here
+can summarize and print, or raises ``SessionLogInvalid`` naming the line and the rule.
 """
 
 from __future__ import annotations
@@ -16,10 +22,15 @@ from typing import Any, Final
 
 import msgspec
 
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, too_deep
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.mock.errors import InvalidScript
 from dsh_sidecar.python_core.mock.plan import MockStatus
 from dsh_sidecar.python_core.mock.source import decode_source
 
 __all__ = [
+    "LOG_NAMES",
+    "SessionLogInvalid",
     "SessionSummary",
     "SessionToolCall",
     "SessionToolResult",
@@ -91,20 +102,85 @@ def session_log_candidates(sessions_root: str, cwd: str, session_id: str) -> lis
     return [os.path.join(folder, name) for name in LOG_NAMES]
 
 
+class SessionLogInvalid(SidecarError):
+    """A session log that is not one rc.8 wrote whole: names the log and line, never its content."""
+
+    code = "SESSION_LOG_INVALID"
+
+    def __init__(self, source: str, reason: str, line: int | None = None) -> None:
+        super().__init__(f"{source if line is None else f'{source}:{line}'}: {reason}")
+        self.source = source
+        self.reason = reason
+        self.line = line
+
+
+class _Header(msgspec.Struct):
+    """The header members the summary reads (rc.8 writes more)."""
+
+    id: str = ""
+    cwd: str | None = None
+    createdAt: int | None = None
+    delegationDepth: int | None = 0
+
+
+_EVENT: Final = msgspec.json.Decoder()
+_STATUS: Final = "mock/status"
+
+
+def _shape_reason(exc: msgspec.ValidationError) -> str:
+    # msgspec names the rule and the place (``Expected `str`, got `int` - at `$.state```), never
+    # the value; the place is made relative to the event.
+    return str(exc).replace("`$", "`$.data", 1)
+
+
+def _undecodable(raw: bytes) -> str:
+    """Why msgspec refused a line within the depth limit: a lone surrogate, a number, or not JSON."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "not valid JSON"
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "lone surrogate in a string or object key"
+    return "number out of range"
+
+
+def _event(raw: bytes, source: str, number: int) -> dict[str, Any]:
+    """Decode and check one line (``number`` is 1-based)."""
+    if too_deep(raw):
+        raise SessionLogInvalid(source, DEPTH_REASON, number)
+    try:
+        event = _EVENT.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        raise SessionLogInvalid(source, _undecodable(raw), number) from None
+    if not isinstance(event, dict):
+        raise SessionLogInvalid(source, "not a JSON object", number)
+    kind = event.get("type")
+    try:
+        if kind == "session":
+            msgspec.convert(event, _Header)
+        elif kind == _STATUS:
+            msgspec.convert(event.get("data"), MockStatus)
+    except msgspec.ValidationError as exc:
+        what, reason = ("header", str(exc)) if kind == "session" else ("mock/status record", _shape_reason(exc))
+        raise SessionLogInvalid(source, f"malformed {what}: {reason}", number) from None
+    return event
+
+
 def decode_session_log(data: bytes, *, source: str = "session log") -> list[dict[str, Any]]:
     """Decode a session log (plain JSONL or concatenated zstd frames) into its events.
 
     Raises:
-        python_core.mock.errors.InvalidScript: a truncated frame or a line that is not JSON.
+        SessionLogInvalid: a corrupt or truncated zstd stream, a line that is not a JSON object,
+            nested too deep, holding a lone surrogate, or a header or ``mock/status`` record of
+            the wrong shape.
     """
-    _, text = decode_source(data, source=source)
-    events: list[dict[str, Any]] = []
-    for line in text.splitlines():
-        if line.strip():
-            event = json.loads(line)
-            if isinstance(event, dict):
-                events.append(event)
-    return events
+    try:
+        _, text = decode_source(data, source=source)
+    except InvalidScript as exc:
+        raise SessionLogInvalid(source, exc.reason, exc.line) from None
+    return [_event(raw, source, number) for number, raw in enumerate(text.split(b"\n"), 1) if raw.strip()]
 
 
 def read_session_log(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -143,11 +219,12 @@ def _of_type(events: Sequence[Mapping[str, Any]], kind: str) -> Iterable[Mapping
 
 
 def _arguments(text: object) -> Any:
-    if not isinstance(text, str):
+    """Arguments decoded from their JSON text; the text itself when it is not JSON under the log's rules."""
+    if not isinstance(text, str) or too_deep(text):
         return text
     try:
-        return json.loads(text)
-    except ValueError:
+        return _EVENT.decode(text)
+    except (msgspec.DecodeError, RecursionError):
         return text
 
 
@@ -201,8 +278,8 @@ def final_text(events: Sequence[Mapping[str, Any]]) -> str:
 
 
 def mock_statuses(events: Sequence[Mapping[str, Any]]) -> list[MockStatus]:
-    """The ``mock/status`` records of the log, in order, as typed values."""
-    return [msgspec.convert(d, MockStatus) for d in _of_type(events, "mock/status")]
+    """The ``mock/status`` records of the log, in order, as typed values (checked by the decoder)."""
+    return [msgspec.convert(d, MockStatus) for d in _of_type(events, _STATUS)]
 
 
 class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
@@ -231,18 +308,17 @@ def _first_user_text(events: Sequence[Mapping[str, Any]]) -> str:
 
 def summarize(events: Sequence[Mapping[str, Any]]) -> SessionSummary:
     """Summarize a decoded session log (the header is its first event)."""
-    header: Mapping[str, Any] = events[0] if events and events[0].get("type") == "session" else {}
+    first: Mapping[str, Any] = events[0] if events and events[0].get("type") == "session" else {}
+    header = msgspec.convert(first, _Header)
     ends = []
     for d in _of_type(events, "turn/end"):
         reason = d.get("reason")
         ends.append(str(reason.get("kind")) if isinstance(reason, Mapping) else "unknown")
     statuses = mock_statuses(events)
     results = tool_results(events)
-    created = header.get("createdAt")
     return SessionSummary(
-        session_id=str(header.get("id", "")), created_at=created if isinstance(created, int) else None,
-        cwd=header.get("cwd") if isinstance(header.get("cwd"), str) else None,
-        delegation_depth=int(header.get("delegationDepth", 0) or 0), task=_first_user_text(events),
+        session_id=header.id, created_at=header.createdAt, cwd=header.cwd,
+        delegation_depth=header.delegationDepth or 0, task=_first_user_text(events),
         turns=sum(1 for e in events if e.get("type") == "turn/start"), end_reasons=ends,
         tool_calls=len(tool_calls(events)), tool_errors=sum(1 for r in results if r.is_error),
         mock_state=statuses[-1].state if statuses else None, final_text=final_text(events),

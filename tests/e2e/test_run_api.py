@@ -322,8 +322,8 @@ def test_sessions_list_and_show_find_the_last_run_without_ls(tmp_path: Path) -> 
     missing = _sessions("show", "session-nope", cwd=tmp_path)
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == (
-        "dsh-sidecar: SESSION_NOT_FOUND: session session-nope for this folder; "
-        "list them with `dsh-sidecar sessions list`\n"
+        "dsh-sidecar: SESSION_NOT_FOUND: session session-nope is in no folder's sessions of this DSH home; list a "
+        "folder's with `dsh-sidecar sessions list --cwd DIR`, or name the home with --dsh-home\n"
     )
 
 

@@ -16,6 +16,7 @@ from dsh_sidecar.bridge.run import (
     HostNotFound,
     RunFailed,
     RunResult,
+    ToolResult,
     _plan,
     _private_home,
     _publish,
@@ -167,3 +168,88 @@ def test_the_stderr_tail_of_an_uncaught_node_error_keeps_only_its_message() -> N
         "    Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
         "    cordis:include: ConfigFileError: failed to validate config file cordis.yml",
     ]
+
+
+_SESSION = "session-c5fe91d0-dc94-4e91-9fbc-bd3096383298"
+
+
+def _failed_run(home: Path, *, filtered: bool = False, **kw: object) -> RunResult:
+    """A run whose ``broken`` call failed, as the session log of ``home`` holds it."""
+    cwd = "/tmp/pytest-of-u/pytest-1/test_x0/dsh-work"
+    hint = f"; its full message is in the session log: dsh-sidecar sessions show {_SESSION}"
+    summary = CassetteSummary(kind="tool", file="t.tools.ndjson", record_mode="none", mode="replay", selected=1,
+                              consumed=1, filtered=filtered)
+    base: dict[str, object] = dict(
+        stderr=f"dsh: TOOL_FAILED: broken (mock-1-1-0) failed at step 1; 0 later step(s) stopped{hint}",
+        tool_cassette=summary, session_id=_SESSION,
+        session_path=str(home / "sessions" / "--tmp-pytest-of-u-pytest-1-test_x0-dsh-work--" / _SESSION
+                         / "session.jsonl.zstd"),
+        events=[{"type": "session", "id": _SESSION, "cwd": cwd}],
+        tool_results=[ToolResult(call_id="mock-1-1-0", tool="broken", path="root/0", is_error=True,
+                                 output="Error: broken on purpose:\n  disk on fire")],
+    )
+    base.update(kw)
+    return _result(**base)
+
+
+def test_a_failed_runs_account_shows_the_tools_own_message_and_a_show_command_that_works_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The sidecar's pointer named only the id, cut at 200 characters; run where pytest's
+    # temporary folder is not the user's, it answered SESSION_NOT_FOUND.
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+
+    lines = _failed_run(tmp_path).explain("pytest x --dsh-record-mode all").splitlines()
+
+    assert lines == [
+        "dsh run exited 1: /mock run echo({})",
+        "  tool cassette t.tools.ndjson (replay, record mode none): 1 selected, 1 consumed, 0 unconsumed, poisoned: no",
+        "  broken at root/0 failed: Error: broken on purpose: disk on fire",
+        "  stderr (last lines):",
+        "    TOOL_FAILED: broken (mock-1-1-0) failed at step 1; 0 later step(s) stopped",
+        f"  session log: dsh-sidecar sessions show {_SESSION}",
+        "  to re-record: pytest x --dsh-record-mode all",
+    ]
+
+
+def test_the_show_command_names_the_dsh_home_relative_to_here_when_the_cli_would_not_find_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "other").mkdir()
+    monkeypatch.setenv("DSH_HOME", str(tmp_path / "other"))
+    monkeypatch.chdir(tmp_path / "other")
+
+    assert _failed_run(tmp_path / "my home").show_command() == (
+        f"dsh-sidecar sessions show {_SESSION} --dsh-home '../my home'"
+    )
+    assert _failed_run(tmp_path, session_id=None, session_path=None).show_command() is None
+
+
+def test_the_account_repeats_no_named_error_and_prints_no_message_under_result_filters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_HOME", str(tmp_path))
+    refused = ToolResult(call_id="c2", tool="echo", path="root/1", is_error=True, error_code="CASSETTE_MISMATCH",
+                         output="Error: CASSETTE_MISMATCH: echo at root/1, ordinal 1: args differ")
+    run = _failed_run(tmp_path, filtered=True, errors=[Diagnostic("CASSETTE_MISMATCH", "echo at root/1, ordinal 1: "
+                                                                                      "args differ")])
+    run = msgspec.structs.replace(run, tool_results=[*run.tool_results, refused])
+
+    lines = run.explain().splitlines()
+
+    assert "  broken at root/0 failed; its message is not shown (the tool cassette filters results)" in lines
+    assert not any("disk on fire" in line or line.startswith("  echo at root/1 failed") for line in lines)
+
+
+def test_the_plugin_warns_with_the_recorded_failure_lines_of_a_recording_only() -> None:
+    from dsh_sidecar.bridge.pytest_plugin import _recorded_failures
+
+    stderr = ("dsh-sidecar: subagent cassette record: 1 starts\n"
+              "dsh-sidecar: SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)\n")
+    recording = CassetteSummary(kind="subagent", file="s.jsonl", record_mode="once", mode="record", failed=1)
+    replaying = CassetteSummary(kind="subagent", file="s.jsonl", record_mode="none", mode="replay")
+
+    assert _recorded_failures(_result(stderr=stderr, subagent_cassette=recording)) == [
+        "SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)"
+    ]
+    assert _recorded_failures(_result(stderr=stderr, subagent_cassette=replaying)) == []

@@ -8,6 +8,7 @@ import pytest
 import zstandard
 
 from dsh_sidecar.python_core.session_log import (
+    SessionLogInvalid,
     decode_session_log,
     encode_segment,
     final_text,
@@ -116,3 +117,59 @@ def test_summarize_counts_turns_ends_tools_and_the_first_user_task() -> None:
     assert (s.session_id, s.turns, s.end_reasons, s.tool_calls, s.tool_errors, s.mock_state, s.task) == (
         "session-1", 1, ["completed"], 2, 1, "succeeded", "/mock run echo({})",
     )
+
+
+_HEADER = '{"type":"session","id":"s1","cwd":"/w","createdAt":1,"delegationDepth":0}'
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("[" * 1000 + "]" * 1000, "nested deeper than 256 levels"),
+        ('{"type":"user/message","data":{"\\ud800":1}}', "lone surrogate in a string or object key"),
+        ('{"type":"user/message","data":{"text":"\\udfff"}}', "lone surrogate in a string or object key"),
+        ('{"type":"mock/status","data":{"state":7}}',
+         "malformed mock/status record: Expected `str`, got `int` - at `$.data.state`"),
+        ('{"type":"mock/status"}', "malformed mock/status record: Expected `object`, got `null`"),
+        ('{"type":"session","delegationDepth":[1]}',
+         "malformed header: Expected `int | null`, got `array` - at `$.delegationDepth`"),
+        ('{"type":"session","delegationDepth":"h"}',
+         "malformed header: Expected `int | null`, got `str` - at `$.delegationDepth`"),
+        ('{"type":"session","delegationDepth":{}}',
+         "malformed header: Expected `int | null`, got `object` - at `$.delegationDepth`"),
+        ('{"type":"session","id":7}', "malformed header: Expected `str`, got `int` - at `$.id`"),
+        ("[1]", "not a JSON object"),
+        ('{"a":', "not valid JSON"),
+        ('{"a":1e400}', "number out of range"),
+    ],
+)
+def test_a_malformed_line_is_refused_by_name_with_its_line(line: str, reason: str) -> None:
+    # Each of these was a traceback (RecursionError, ValidationError, TypeError) or a log that
+    # no output could print (a lone surrogate): now one named line.
+    data = f"{_HEADER}\n{line}\n".encode() if '"session"' not in line else f"{line}\n".encode()
+    at = 1 if '"session"' in line else 2
+    with pytest.raises(SessionLogInvalid) as caught:
+        decode_session_log(data, source="s1/session.jsonl")
+    assert str(caught.value) == f"SESSION_LOG_INVALID: s1/session.jsonl:{at}: {reason}"
+
+
+def test_a_truncated_zstd_log_is_refused_by_name() -> None:
+    frame = zstandard.ZstdCompressor().compress((_HEADER + "\n").encode())
+    with pytest.raises(SessionLogInvalid) as caught:
+        decode_session_log(frame[:-3], source="s1/session.jsonl.zstd")
+    assert str(caught.value) == (
+        "SESSION_LOG_INVALID: s1/session.jsonl.zstd: truncated zstd stream (the last frame is incomplete)"
+    )
+
+
+def test_tool_arguments_too_deep_or_with_a_lone_surrogate_stay_text() -> None:
+    deep = "[" * 1000 + "]" * 1000
+    calls = [json.dumps({"type": "tool/call", "data": {"callId": c, "name": "t", "arguments": a}})
+             for c, a in (("c1", deep), ("c2", '{"\\ud800":1}'), ("c3", '{"a":1}'))]
+    events = decode_session_log("\n".join([_HEADER, *calls]).encode())
+    assert [c.arguments for c in tool_calls(events)] == [deep, '{"\\ud800":1}', {"a": 1}]
+
+
+def test_a_null_delegation_depth_is_a_root_session() -> None:
+    events = decode_session_log(b'{"type":"session","id":"s1","delegationDepth":null}\n')
+    assert summarize(events).delegation_depth == 0

@@ -1,0 +1,131 @@
+"""``dsh-sidecar sessions``: every malformed log is one named line; the list skips it and says so."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from dsh_sidecar.bridge.cli import main as sidecar
+from dsh_sidecar.python_core.session_log import project_key
+
+
+def _header(session_id: str, cwd: Path, created: int = 1) -> str:
+    return json.dumps({"type": "session", "id": session_id, "cwd": str(cwd), "createdAt": created,
+                       "delegationDepth": 0})
+
+
+def _log(home: Path, cwd: Path, session_id: str, *lines: str) -> Path:
+    folder = home / "sessions" / project_key(os.path.realpath(cwd)) / session_id
+    folder.mkdir(parents=True)
+    path = folder / "session.jsonl"
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+def _good(home: Path, cwd: Path, session_id: str = "session-good", created: int = 5) -> None:
+    task = {"type": "user/message", "data": {"source": {"kind": "user"}, "content": [{"type": "text", "text": "hi"}]}}
+    _log(home, cwd, session_id, _header(session_id, cwd, created), json.dumps(task))
+
+
+# The issue's fuzz findings: each was a traceback in `sessions list` or `sessions show`.
+BAD = {
+    "session-deep": "[" * 1000 + "]" * 1000,
+    "session-surrogate": '{"type":"user/message","data":{"\\ud800":1}}',
+    "session-status": '{"type":"mock/status","data":{"state":7}}',
+}
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(sidecar, ["sessions", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    home = tmp_path / "home"
+    for session_id, line in BAD.items():
+        _log(home, tmp_path, session_id, _header(session_id, tmp_path), line)
+    _log(home, tmp_path, "session-depth", json.dumps({"type": "session", "id": "session-depth",
+                                                      "delegationDepth": [1]}))
+    link = home / "sessions" / project_key(os.path.realpath(tmp_path)) / "session-link"
+    link.mkdir()
+    (link / "session.jsonl").symlink_to("x" * 300)  # a target name longer than NAME_MAX: ENAMETOOLONG
+    _good(home, tmp_path)
+    return home
+
+
+def test_list_skips_each_malformed_log_with_one_named_line(home: Path, tmp_path: Path) -> None:
+    code, out, err = _invoke("list", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert code == 0
+    assert [line.split("  ")[0] for line in out.splitlines()] == ["session-good"]
+    assert err.splitlines() == [
+        "dsh-sidecar: SESSION_LOG_INVALID: session-deep/session.jsonl:2: nested deeper than 256 levels; skipped",
+        "dsh-sidecar: SESSION_LOG_INVALID: session-depth/session.jsonl:1: malformed header: Expected `int | null`, "
+        "got `array` - at `$.delegationDepth`; skipped",
+        "dsh-sidecar: SESSION_LOG_UNREADABLE: session-link/session.jsonl: the name is too long; skipped",
+        "dsh-sidecar: SESSION_LOG_INVALID: session-status/session.jsonl:2: malformed mock/status record: Expected "
+        "`str`, got `int` - at `$.data.state`; skipped",
+        "dsh-sidecar: SESSION_LOG_INVALID: session-surrogate/session.jsonl:2: lone surrogate in a string or object "
+        "key; skipped",
+    ]
+
+
+def test_list_json_keeps_stdout_json_and_names_the_skipped_logs_on_stderr(home: Path, tmp_path: Path) -> None:
+    code, out, err = _invoke("list", "--json", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert code == 0
+    assert [s["session_id"] for s in json.loads(out)] == ["session-good"]
+    assert len(err.splitlines()) == 5
+
+
+@pytest.mark.parametrize("view", [[], ["--json"], ["--events"]])
+@pytest.mark.parametrize("session_id", [*BAD, "session-depth"])
+def test_show_of_a_malformed_log_is_one_named_line_and_exit_one(
+    home: Path, tmp_path: Path, session_id: str, view: list[str]
+) -> None:
+    code, out, err = _invoke("show", session_id, *view, "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"dsh-sidecar: SESSION_LOG_INVALID: {session_id}/session.jsonl:")
+
+
+def test_show_of_an_unreadable_log_names_the_reason(home: Path, tmp_path: Path) -> None:
+    code, _, err = _invoke("show", "session-link", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert (code, err) == (1, "dsh-sidecar: SESSION_LOG_UNREADABLE: session-link/session.jsonl: the name is too long\n")
+
+
+def test_show_finds_a_session_by_its_id_from_another_folder(home: Path, tmp_path: Path) -> None:
+    # The account of a pytest run names the session of pytest's temporary folder: pasted where
+    # the user is, the id alone finds it.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    code, out, err = _invoke("show", "session-good", "--cwd", str(elsewhere), "--dsh-home", str(home))
+
+    assert (code, err) == (0, "")
+    assert out.startswith("session session-good (")
+    assert "task:    'hi'" in out
+
+
+def test_show_of_an_unknown_id_names_where_it_looked(home: Path, tmp_path: Path) -> None:
+    code, _, err = _invoke("show", "session-none", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert (code, err) == (1, (
+        "dsh-sidecar: SESSION_NOT_FOUND: session session-none is in no folder's sessions of this DSH home; list a "
+        "folder's with `dsh-sidecar sessions list --cwd DIR`, or name the home with --dsh-home\n"
+    ))
+
+
+def test_show_without_an_id_shows_the_newest_readable_log(home: Path, tmp_path: Path) -> None:
+    code, out, err = _invoke("show", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert code == 0 and out.startswith("session session-good (")
+    assert len(err.splitlines()) == 5 and all(line.endswith("; skipped") for line in err.splitlines())
