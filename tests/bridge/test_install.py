@@ -31,7 +31,7 @@ def test_pack_is_deterministic_and_carries_install_json(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(first.read_bytes())) as tar:
         names = sorted(tar.getnames())
         assert names == sorted(f"package/{n}" for n in [
-            "package.json", "index.js", "rpc.js", "tools.js", "mock.js", "model.js", "subagent.js",
+            "package.json", "index.js", "rpc.js", "tools.js", "standins.js", "mock.js", "model.js", "subagent.js",
             "cordis.patch.yml", "README.md", "install.json", "client/mock-ui.js"])
         manifest = json.loads(tar.extractfile("package/package.json").read())  # type: ignore[union-attr]
     assert manifest["dsh"]["bundle"] == {"patch": "./cordis.patch.yml"}
