@@ -61,7 +61,7 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.run": [
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
         "RecordMode", "Row", "RunFailed", "RunResult", "StalePlugin", "StubFailure", "SubagentCassette", "ToolCall",
-        "ToolCassette", "ToolResult", "find_host", "run",
+        "ToolCassette", "ToolResult", "find_host", "run", "unused_rows",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],

@@ -8,18 +8,22 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from dsh_sidecar.bridge.hostenv import host_env
 from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
 from dsh_sidecar.bridge.run import (
     CassetteMissing,
     CassetteSummary,
     Diagnostic,
     HostNotFound,
+    Row,
     RunFailed,
     RunResult,
+    _patch_text,
     _plan,
     _private_home,
     _publish,
     find_host,
+    unused_rows,
 )
 
 
@@ -167,3 +171,28 @@ def test_the_stderr_tail_of_an_uncaught_node_error_keeps_only_its_message() -> N
         "    Error: dsh: plugin tree failed to load: dsh: 1 entry did not activate",
         "    cordis:include: ConfigFileError: failed to validate config file cordis.yml",
     ]
+
+
+def test_the_dormant_provider_row_is_skipped_only_while_nothing_can_give_it_a_route(tmp_path: Path) -> None:
+    host = host_env(tmp_path / "prefix", tmp_path / "home")
+    (tmp_path / "home" / "profiles" / "headless").mkdir(parents=True)
+    assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
+    text = _patch_text({}, [], False, False, unused_rows(host, "headless", [], []))
+    assert text.splitlines()[0] == '- {"id": "llm-pi-ai", "disabled": true}'
+    # Each source that can name a pi-ai route (or move the settings document) keeps the row.
+    assert unused_rows(host, "headless", [Row("llm-pi-ai", "@deepseek-ai/dsh-llm-pi-ai")], []) == []
+    assert unused_rows(host, "headless", [Row("settings", "@deepseek-ai/dsh-settings-file")], []) == []
+    patch = tmp_path / "p.yml"
+    for layer in ("- id: llm-pi-ai\n  config: {}\n", '- {"id": "settings", "config": {"path": "s.yaml"}}\n'):
+        patch.write_text(layer)
+        assert unused_rows(host, "headless", [], [patch]) == [], layer
+    patch.write_text("- id: session-title\n  disabled: true\n")
+    assert unused_rows(host, "headless", [], [patch]) == ["llm-pi-ai"]
+    profile_layer = tmp_path / "home" / "profiles" / "headless" / "cordis.patch.yml"
+    profile_layer.write_text("- id: llm-pi-ai\n  config: {providers: {openai: {}}}\n")
+    assert unused_rows(host, "headless", [], []) == []
+    profile_layer.unlink()
+    (tmp_path / "home" / "settings.yaml").write_text("llm-pi-ai:\n  providers: {openai: {apiKeyEnv: K}}\n")
+    assert unused_rows(host, "headless", [], []) == []
+    (tmp_path / "home" / "settings.yaml").write_text("llm-deepseek: {}\n")
+    assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
