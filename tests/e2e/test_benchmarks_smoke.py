@@ -22,7 +22,8 @@ FIGURES = {
     "bench_model_cassette": [r"ratio replay/live \d", r"verify \(full view\).* ratio \d"],
     "bench_subagent": [r"sha256sum same file: .* ratio \d", r"ratio spawn/replay \d"],
     "bench_suite": [r"replayed test, tool-cassette replay of one call: median \d+ ms wall, turn \d",
-                    r"replayed test, 3-step mock script: median \d+ ms wall, turn \d", r"ratio new/today: \d"],
+                    r"replayed test, 3-step mock script: median \d+ ms wall, turn \d", r"ratio new/today: \d",
+                    r"llm-pi-ai +\d+ ms wall, +\d+ ms CPU; without it [+-]\d"],
     "bench_tool_cassette": [r"ratio pass-through/no-sidecar per call: median \d"],
 }
 
