@@ -62,9 +62,17 @@ _SEQS = frozenset({"seq", "sourceEventSeqs", "messageSeqs"})
 
 
 def _without_ids_and_times(value: Any, order: dict[Any, int]) -> Any:
+    """``value`` with ids masked, times dropped and sequence numbers mapped through ``order``."""
     if isinstance(value, dict):
-        return {k: [order.get(s) for s in v] if k in _SEQS and isinstance(v, list) else order.get(v) if k in _SEQS
-                else _without_ids_and_times(v, order) for k, v in value.items() if k not in _TIMES}
+        kept: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in _TIMES:
+                continue
+            if key in _SEQS:
+                kept[key] = [order.get(s) for s in item] if isinstance(item, list) else order.get(item)
+            else:
+                kept[key] = _without_ids_and_times(item, order)
+        return kept
     if isinstance(value, list):
         return [_without_ids_and_times(v, order) for v in value]
     return _UUID.sub("<id>", value) if isinstance(value, str) else value
