@@ -288,11 +288,13 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="JSON object of test logic: filters, allow_redacted_replay, ignore, faults, stubs "
                    "(docs/test-logic.md).")
+@click.option("--all-rows", is_flag=True,
+              help="Compose every profile row, also those the run cannot use (docs/cold-boot.md).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
     model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
     patches: tuple[str, ...], inserted: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
-    config_file: str | None,
+    config_file: str | None, all_rows: bool,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -319,7 +321,7 @@ def run_command(
             subagent_cassette=None if subagent_file is None else SubagentCassette(file=subagent_file),
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
-            record_hint="record it with `--record-mode once`",
+            record_hint="record it with `--record-mode once`", skip_unused_rows=not all_rows,
         )
     except SidecarError as exc:
         _fail(exc)

@@ -71,6 +71,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="In record mode none, let tools that no cassette serves run live (default: such a call fails "
         "the test with LIVE_TOOL_BLOCKED).",
     )
+    group.addoption(
+        "--dsh-all-rows", action="store_true",
+        help="Compose every profile row, also those a run cannot use (default: skipped; docs/cold-boot.md).",
+    )
+    parser.addini("dsh_all_rows", "compose every profile row in dsh runs (default: false, rows a run cannot "
+                  "use are skipped; docs/cold-boot.md)", type="bool", default=False)
     parser.addini("dsh_allow_live_tools", "tools that may run live in record mode none (`*`: all); "
                   "default: none", type="linelist", default=[])
     parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
@@ -142,6 +148,7 @@ class DshRunner:
             "_", request.node.name
         )
         self.patches = [config.rootpath / p for p in config.getini("dsh_patches")]
+        self.skip_unused_rows = not (config.getoption("--dsh-all-rows") or config.getini("dsh_all_rows"))
         self.nodeid = request.node.nodeid
         self.runs: list[RunResult] = []
 
@@ -195,6 +202,7 @@ class DshRunner:
             )
         options.setdefault("cwd", self.cwd)
         options.setdefault("allow_live_tools", self.allow_live_tools)
+        options.setdefault("skip_unused_rows", self.skip_unused_rows)
         missing: str | None = None
         try:
             result = run(

@@ -78,6 +78,7 @@ __all__ = [
     "default_dsh_home",
     "find_host",
     "run",
+    "unused_rows",
 ]
 
 RecordMode = Literal["none", "once", "all"]
@@ -87,6 +88,14 @@ RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
 HOST_ENV_VAR = "DSH_SIDECAR_HOST"
 # Node's compile cache for runs, under the host prefix (one per installed host and Node).
 COMPILE_CACHE_DIR = "node-compile-cache"
+# Rows a run composes only when it can use them (docs/cold-boot.md). rc.8 mounts the pi-ai
+# multi-provider adapter dormant (no route) until a `llm-pi-ai:` settings section names one;
+# dormant, it only loads its provider SDKs (~0.25 s of a ~1.1 s boot).
+DORMANT_PROVIDER_ROW = "llm-pi-ai"
+# Where a pi-ai route can come from: the settings row (its document path) or the adapter's row.
+_PROVIDER_SOURCES = (DORMANT_PROVIDER_ROW, "dsh-settings-file")
+_SETTINGS_DOCUMENTS = ("settings.yaml", "settings.yml", "settings.json")
+_SETTINGS_ROW = re.compile(r"""\bid["']?\s*:\s*["']?settings\b""")
 _KILL_GRACE_S = 5.0
 # rc.8 prints nothing to stderr on success; a failure's useful lines are its last ones.
 _STDERR_TAIL = 6
@@ -571,9 +580,33 @@ def _script_task(script: str | os.PathLike[str] | Mapping[str, Any] | Script, cw
     return task if wait_ms is None else f"{task} --overwrite-wait-time-ms {wait_ms}"
 
 
-def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool, transparent_spawn: bool) -> str:
+def unused_rows(host: HostEnv, profile: str, rows: Sequence[Row], patches: Sequence[Path]) -> list[str]:
+    """The profile rows this run cannot use, so it does not compose them (docs/cold-boot.md).
+
+    ``llm-pi-ai`` has no route unless a settings document, the profile's patch layer, the
+    caller's patches or rows name it (or move the settings document): any mention keeps it.
+    """
+    if any(r.id in (DORMANT_PROVIDER_ROW, "settings") for r in rows):
+        return []
+    sources = [host.dsh_home / name for name in _SETTINGS_DOCUMENTS]
+    sources += [host.dsh_home / "profiles" / profile / "cordis.patch.yml", *patches]
+    for source in sources:
+        try:
+            text = source.read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return []  # unreadable: it may name a route; keep the row (fail closed)
+        if any(word in text for word in _PROVIDER_SOURCES) or _SETTINGS_ROW.search(text):
+            return []
+    return [DORMANT_PROVIDER_ROW]
+
+
+def _patch_text(sidecar: dict[str, Any], rows: Sequence[Row], one_shot: bool, transparent_spawn: bool,
+                skipped: Sequence[str] = ()) -> str:
     # JSON is YAML flow syntax: no YAML writer needed and no quoting surprises.
-    entries = [{"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": sidecar}]
+    entries: list[dict[str, Any]] = [{"id": row, "disabled": True} for row in skipped]
+    entries.append({"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": sidecar})
     entries += [
         {"insert": [{"id": r.id, "name": r.name, "config": r.config}]} if r.insert
         else {"id": r.id, "name": r.name, "disabled": False, "config": r.config}
@@ -691,6 +724,7 @@ def run(
     stubs: Mapping[str, Callable[..., Any] | str] | None = None,
     allow_live_tools: bool | Sequence[str] = True,
     compile_cache: bool = True,
+    skip_unused_rows: bool = True,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -717,6 +751,9 @@ def run(
             blocked call fails the run with ``LIVE_TOOL_BLOCKED``. Recording modes run tools live.
         compile_cache: keep Node's compile cache under the host prefix (docs/cold-boot.md);
             ``False`` boots the way runs did before it (a ``NODE_COMPILE_CACHE`` in ``env`` wins).
+        skip_unused_rows: do not compose the profile rows the run cannot use (``unused_rows``:
+            the dormant ``llm-pi-ai`` adapter when nothing configures a route for it); ``False``
+            composes the whole profile.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -772,11 +809,13 @@ def run(
         patch = private / "run.patch.yml"
         one_shot = subagent_cassette is not None and subagent_cassette.one_shot
         transparent = subagent_cassette is not None and subagent_cassette.provider == {"transparent": True}
-        patch.write_text(_patch_text(sidecar, rows, one_shot, transparent))
+        extras = [Path(extra).resolve() for extra in patches]
+        skipped = unused_rows(host, profile, rows, extras) if skip_unused_rows else []
+        patch.write_text(_patch_text(sidecar, rows, one_shot, transparent, skipped))
         # Later layers win: the caller's files first, then this run's own rows.
         argv = [str(host.dsh), "--profile", profile]
-        for extra in patches:
-            argv += ["--patch", os.fspath(Path(extra).resolve())]
+        for extra in extras:
+            argv += ["--patch", os.fspath(extra)]
         argv += ["--patch", str(patch)]
         environ = host.environ({**os.environ, **(env or {})})
         if not (host.dsh_home / "profiles" / "node_modules").is_dir():

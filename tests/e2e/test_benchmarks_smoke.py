@@ -22,7 +22,10 @@ FIGURES = {
     "bench_model_cassette": [r"ratio replay/live \d", r"verify \(full view\).* ratio \d"],
     "bench_subagent": [r"sha256sum same file: .* ratio \d", r"ratio spawn/replay \d"],
     "bench_suite": [r"replayed test, tool-cassette replay of one call: median \d+ ms wall, turn \d",
-                    r"replayed test, 3-step mock script: median \d+ ms wall, turn \d", r"ratio new/today: \d"],
+                    r"replayed test, 3-step mock script: median \d+ ms wall, turn \d", r"ratio new/today: \d",
+                    r"llm-pi-ai +\d+ ms wall, +\d+ ms CPU; without it [+-]\d"],
+    "bench_warm_host": [r"warm session \(2nd on\): median \d", r"ratio warm session/cold boot: \d",
+                        r"RSS after session \d+: \d"],
     "bench_tool_cassette": [r"ratio pass-through/no-sidecar per call: median \d"],
 }
 

@@ -66,6 +66,7 @@ EXPORTS: dict[str, list[str]] = {
         "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "LOGIC_KEYS", "ModelCassette",
         "RecordMode", "RecordedFailure", "Row", "RunFailed", "RunResult", "StalePlugin", "StubFailure",
         "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult", "default_dsh_home", "find_host", "run",
+        "unused_rows",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
     "bridge.sidecar": ["Sidecar"],

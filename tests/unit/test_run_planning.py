@@ -8,19 +8,23 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from dsh_sidecar.bridge.hostenv import host_env
 from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
 from dsh_sidecar.bridge.run import (
     CassetteMissing,
     CassetteSummary,
     Diagnostic,
     HostNotFound,
+    Row,
     RunFailed,
     RunResult,
     ToolResult,
+    _patch_text,
     _plan,
     _private_home,
     _publish,
     find_host,
+    unused_rows,
 )
 
 
@@ -253,3 +257,26 @@ def test_the_plugin_warns_with_the_recorded_failure_lines_of_a_recording_only() 
         "SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)"
     ]
     assert _recorded_failures(_result(stderr=stderr, subagent_cassette=replaying)) == []
+def test_the_dormant_provider_row_is_skipped_only_while_nothing_can_give_it_a_route(tmp_path: Path) -> None:
+    host = host_env(tmp_path / "prefix", tmp_path / "home")
+    (tmp_path / "home" / "profiles" / "headless").mkdir(parents=True)
+    assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
+    text = _patch_text({}, [], False, False, unused_rows(host, "headless", [], []))
+    assert text.splitlines()[0] == '- {"id": "llm-pi-ai", "disabled": true}'
+    # Each source that can name a pi-ai route (or move the settings document) keeps the row.
+    assert unused_rows(host, "headless", [Row("llm-pi-ai", "@deepseek-ai/dsh-llm-pi-ai")], []) == []
+    assert unused_rows(host, "headless", [Row("settings", "@deepseek-ai/dsh-settings-file")], []) == []
+    patch = tmp_path / "p.yml"
+    for layer in ("- id: llm-pi-ai\n  config: {}\n", '- {"id": "settings", "config": {"path": "s.yaml"}}\n'):
+        patch.write_text(layer)
+        assert unused_rows(host, "headless", [], [patch]) == [], layer
+    patch.write_text("- id: session-title\n  disabled: true\n")
+    assert unused_rows(host, "headless", [], [patch]) == ["llm-pi-ai"]
+    profile_layer = tmp_path / "home" / "profiles" / "headless" / "cordis.patch.yml"
+    profile_layer.write_text("- id: llm-pi-ai\n  config: {providers: {openai: {}}}\n")
+    assert unused_rows(host, "headless", [], []) == []
+    profile_layer.unlink()
+    (tmp_path / "home" / "settings.yaml").write_text("llm-pi-ai:\n  providers: {openai: {apiKeyEnv: K}}\n")
+    assert unused_rows(host, "headless", [], []) == []
+    (tmp_path / "home" / "settings.yaml").write_text("llm-deepseek: {}\n")
+    assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
