@@ -27,7 +27,7 @@ class StandInCalled extends HarnessError {}
 export function contractOf(tool) {
   if (tool === undefined) return null
   return {
-    description: tool.description,
+    description: tool.description ?? '',
     parameters: tool.parameters,
     output: tool.output.schema,
     ...(tool.output.presentationMeta !== undefined ? { presentationMeta: true } : {}),

@@ -114,9 +114,9 @@ class ToolContract(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit
     The shim sends it with a recorded call's post-execute when Python asked (``describe``).
     """
 
-    description: str
     parameters: Raw
     output: Raw
+    description: str = ""
     presentationMeta: bool = False
     timeoutMs: int | UnsetType = UNSET
 

@@ -18,7 +18,7 @@ from dsh_sidecar.python_core.tool_cassette import (
     Serve,
     ToolCassetteSession,
 )
-from dsh_sidecar.python_core.tool_cassette.engine import ReplaySession, ToolContract
+from dsh_sidecar.python_core.tool_cassette.engine import RecordSession, ReplaySession, ToolContract
 from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteExists,
     CassetteInvalid,
@@ -693,3 +693,14 @@ def test_a_recording_that_selected_no_call_is_refused_and_leaves_no_file(make_co
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     # Nothing left behind, so recording again is not refused as CASSETTE_EXISTS.
     assert ToolCassetteSession.open(make_config("record")).close().errors[0].code == "CASSETTE_NOTHING_SELECTED"
+
+
+def test_a_tool_registered_without_a_description_is_recorded_with_an_empty_one(make_config: Any) -> None:
+    # ToolSchema's description is optional in practice: the registry report must still decode.
+    contract = msgspec.json.decode(b'{"parameters":{"type":"object"},"output":{"type":"object"}}', type=ToolContract)
+    session = ToolCassetteSession.open(make_config("record"))
+    assert isinstance(session, RecordSession)
+    session.define("weather_lookup", contract)
+    [frame] = [msgspec.json.decode(line) for line in Path(session.config.file + ".partial").read_bytes().splitlines()
+               if b'"kind":"tool"' in line]
+    assert frame["description"] == ""
