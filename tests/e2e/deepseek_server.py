@@ -40,6 +40,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# A weather question the provider answers with one weather_lookup call, then the text.
+WEATHER_TASK = "What is the weather in Paris?"
+WEATHER_SCRIPT: dict[str, Any] = {
+    "title": "Paris weather",
+    "conversations": [{"match": "weather in", "replies": [
+        {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}}]},
+        {"text": "It is sunny in Paris, 21C."},
+    ]}],
+}
+
 SERVER = r"""
 import http.server, json, sys, threading, time, uuid
 

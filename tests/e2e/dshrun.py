@@ -25,6 +25,13 @@ DSH = HOST / "bin" / "dsh"
 DSH_HOME = HOST / "dsh-home"
 
 
+def trace_actions(trace: Path) -> list[tuple[str, str]]:
+    """``(tool, action)`` of each ``tools/execute`` decision of the last run that wrote ``trace``."""
+    lines = [json.loads(line) for line in trace.read_text().splitlines() if line]
+    start = [i for i, line in enumerate(lines) if line["method"] == "initialize"][-1]
+    return [(line["tool"], line["action"]) for line in lines[start:] if line["method"] == "tools/execute"]
+
+
 def read_session(path: Path) -> list[dict[str, Any]]:
     """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
     return read_session_log(path)

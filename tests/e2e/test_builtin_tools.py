@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from dshrun import trace_actions
+
 from dsh_sidecar.bridge.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.run import RecordMode, RunResult, ToolCassette, run
 
@@ -31,10 +33,7 @@ def _run(dsh: DshRunner, steps: Sequence[dict[str, Any]], record_mode: RecordMod
 
 
 def _actions(cwd: Path) -> list[tuple[str, str]]:
-    """``(tool, action)`` of each ``tools/execute`` decision of the last run in ``cwd``."""
-    lines = [json.loads(line) for line in (cwd / TRACE).read_text().splitlines() if line]
-    start = [i for i, line in enumerate(lines) if line["method"] == "initialize"][-1]
-    return [(line["tool"], line["action"]) for line in lines[start:] if line["method"] == "tools/execute"]
+    return trace_actions(cwd / TRACE)
 
 
 def test_create_goal_records_although_the_goal_follow_up_turn_aborts(dsh: DshRunner) -> None:

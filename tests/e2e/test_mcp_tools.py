@@ -30,7 +30,7 @@ from typing import Any
 
 import anyio
 import pytest
-from dshrun import HOST
+from dshrun import HOST, trace_actions
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_notes_server import READY_LINE
@@ -173,10 +173,7 @@ def _run(dsh: DshRunner, server: McpServer, steps: Sequence[dict[str, Any]], rec
 
 
 def _actions(cwd: Path) -> list[tuple[str, str]]:
-    """``(tool, action)`` of each ``tools/execute`` decision of the last run in ``cwd``."""
-    lines = [json.loads(line) for line in (cwd / TRACE).read_text().splitlines() if line]
-    start = [i for i, line in enumerate(lines) if line["method"] == "initialize"][-1]
-    return [(line["tool"], line["action"]) for line in lines[start:] if line["method"] == "tools/execute"]
+    return trace_actions(cwd / TRACE)
 
 
 def _answers(result: RunResult) -> list[tuple[str, bool, str, Any]]:

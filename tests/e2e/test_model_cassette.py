@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deepseek_server import dead_url, deepseek_server
+from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
 from dshrun import ROOT, Dsh, wait_for
 from weather_service import weather_service
 
@@ -29,14 +29,6 @@ from dsh_sidecar.python_core.mock.source import decode_source
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-7f3e9b21"
-WEATHER_TASK = "What is the weather in Paris?"
-WEATHER_SCRIPT: dict[str, Any] = {
-    "title": "Paris weather",
-    "conversations": [{"match": "weather in", "replies": [
-        {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}}]},
-        {"text": "It is sunny in Paris, 21C."},
-    ]}],
-}
 MODEL = ModelCassette(file="model.ndjson", options={"requestView": "full"})
 
 

@@ -9,10 +9,9 @@ composition; ``test_mcp_tools.py`` does the same with real MCP servers stopped o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
-from deepseek_server import dead_url, deepseek_server
+from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.pytest_plugin import DshRunner
@@ -20,14 +19,6 @@ from dsh_sidecar.bridge.run import ModelCassette, Row, ToolCassette, run
 from dsh_sidecar.python_core.tool_cassette.format import encode
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_lines
 
-WEATHER_TASK = "What is the weather in Paris?"
-WEATHER_SCRIPT: dict[str, Any] = {
-    "title": "Paris weather",
-    "conversations": [{"match": "weather in", "replies": [
-        {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}}]},
-        {"text": "It is sunny in Paris, 21C."},
-    ]}],
-}
 MODEL = ModelCassette(file="model.ndjson", options={"requestView": "full"})
 # Every tool of the provider: the model is offered all of them, so all are stood up again.
 EXAMPLE_TOOLS = ["broken", "cancel_later", "conclude", "delegate", "echo", "forbidden", "queue_followup", "relay",
