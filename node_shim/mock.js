@@ -5,7 +5,7 @@
  */
 import { CallId, LlmAdapter, LlmError, createUserMessage, resolveRetryPolicy } from '@deepseek-ai/dsh-llm'
 
-import { messageOf } from './rpc.js'
+import { SidecarUnavailable, messageOf } from './rpc.js'
 
 /**
  * @typedef {import('./rpc.js').Rpc} Rpc
@@ -77,6 +77,16 @@ function appendStatus(agent, status) {
   if (agent !== undefined && status) agent.session.append('mock/status', status)
 }
 
+/**
+ * An error that ends the turn, which rc.8 prints as `code: message`. A dead sidecar was already
+ * reported once by the shim's exit watcher, with why: the turn's line says what failed instead.
+ * @param {unknown} error
+ */
+function turnError(error) {
+  if (!(error instanceof SidecarUnavailable)) return error
+  return new LlmError('the mock model cannot answer without the sidecar (its exit is reported above)', 'SIDECAR_UNAVAILABLE')
+}
+
 /** The `mock` route, served by Python, plus the per-turn routing hooks and the `/mock` command. @param {Context} ctx @param {Rpc} rpc */
 export function installMockRoute(ctx, rpc) {
   /** @type {Map<string, {turn: number, step: number}>} */
@@ -109,7 +119,7 @@ export function installMockRoute(ctx, rpc) {
           const final = await rpc.request('mock/cancel', { sessionId, turn: where.turn }).catch(() => null)
           appendStatus(agents.get(sessionId), final?.status ?? undefined)
         }
-        throw error
+        throw turnError(error)
       }
       appendStatus(agents.get(sessionId), reply.status)
       if (reply.kind === 'error') throw new LlmError(reply.text ?? '', reply.code ?? '')
@@ -124,7 +134,7 @@ export function installMockRoute(ctx, rpc) {
     const reply = await rpc.request('mock/pre-step', {
       sessionId: String(payload.agent.id), turn: payload.turn, step: payload.step,
       cwd: payload.agent.session?.header?.cwd ?? process.cwd(), texts: userTexts(decision.messages),
-    }, payload.signal)
+    }, payload.signal).catch((error) => { throw turnError(error) })
     appendStatus(payload.agent, reply.status)
     return decision
   }, { prepend: true })
@@ -135,7 +145,7 @@ export function installMockRoute(ctx, rpc) {
     agents.set(sessionId, payload.agent)
     const reply = await rpc.request('mock/route', {
       sessionId, turn: payload.turn, step: payload.step, proposed: { provider: proposed.provider, model: proposed.model },
-    }, payload.signal)
+    }, payload.signal).catch((error) => { throw turnError(error) })
     current.set(sessionId, { turn: payload.turn, step: payload.step })
     return reply.route ?? proposed
   }, { prepend: true })
