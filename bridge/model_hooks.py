@@ -77,7 +77,8 @@ class ModelHooks:
 
     def recorded(self, params: ModelRecordedParams) -> Later | Empty:
         """A forwarded call ended: answered once its frame is fsync-ed."""
-        self.cassette.recorded(params.handle, msgspec.Raw(params.chunks), params.atMs, complete=params.complete)
+        self.cassette.recorded(params.handle, msgspec.Raw(params.chunks), params.atMs, complete=params.complete,
+                               aborted=params.aborted)
         self.trace.write("model/recorded", handle=params.handle, complete=params.complete)
         lines = self.cassette.take_writes()
         if not lines or self.writer is None:

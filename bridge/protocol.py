@@ -483,12 +483,14 @@ class ModelDecision(_Closed):
 
 
 class ModelRecordedParams(_Closed):
-    """``model/recorded``: a forwarded call ended; ``complete`` is false when it never finished."""
+    """``model/recorded``: a forwarded call ended; ``complete`` is false when it never finished;
+    ``aborted``: the caller's signal was aborted when it ended (the host gave up on it)."""
 
     handle: int
     chunks: msgspec.Raw
     atMs: list[float]
     complete: bool
+    aborted: bool = False
 
 
 class Empty(_Closed):

@@ -101,7 +101,7 @@ async function* cassetteStream(rpc, options, next, initiator) {
       if (chunk.type === 'finish') {
         // The call is durable (fsync-ed) before anything downstream sees its end.
         reported = true
-        await rpc.request('model/recorded', { handle: decision.handle, chunks, atMs, complete: true })
+        await rpc.request('model/recorded', { handle: decision.handle, chunks, atMs, complete: true, aborted: Boolean(signal?.aborted) })
       }
       yield chunk
     }

@@ -196,7 +196,7 @@ export interface Methods {
   'subagent/outcome': { params: { handle: CallHandle, outcome: RunOutcome }, result: Record<string, never> }
   'model/request': { params: { request: Record<string, unknown>, initiator?: { origin?: string, delegationDepth?: number } }, result: ModelDecision }
   'model/recorded': {
-    params: { handle: number, chunks: StreamChunk[], atMs: number[], complete: boolean }
+    params: { handle: number, chunks: StreamChunk[], atMs: number[], complete: boolean, aborted?: boolean }
     result: Record<string, never>
   }
 }

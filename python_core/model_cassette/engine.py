@@ -210,8 +210,14 @@ class ModelCassette:
         self._errors.append(error)
         return error
 
-    def recorded(self, handle: int, chunks: Raw, at_ms: list[float], *, complete: bool) -> None:
+    def recorded(self, handle: int, chunks: Raw, at_ms: list[float], *, complete: bool,
+                 aborted: bool = False) -> None:
         """Record mode: the forwarded call ``handle`` ended; append it if it finished.
+
+        ``aborted``: the host's signal was aborted when it ended. A call of a lane the host
+        abandons at exit (the session title) that ends so, or with an ``aborted`` finish, was not
+        answered: it is left out as if it had not settled (whether its abort reaches the stream
+        before the process exits is a race).
 
         ``chunks`` are kept as the host serialized them (key order included), minus endpoints in
         failure texts (``endpoints.py``).
@@ -241,6 +247,9 @@ class ModelCassette:
             raise ProtocolError(f"model/recorded: {len(at_ms)} atMs for {facts.count} chunks")
         if facts.finish == "none":
             self._unsettled(pending, f"{where} ended without a finish chunk")
+            return
+        if pending.lane in ABANDONABLE and (aborted or facts.finish == "aborted"):
+            self._unsettled(pending, f"{where} was aborted")
             return
         parts = parts_of(pending.view)
         frame = CallFrame(
