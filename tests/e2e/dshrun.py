@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,27 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
 DSH = HOST / "bin" / "dsh"
 DSH_HOME = HOST / "dsh-home"
+
+
+def user_project(folder: Path, tests: str, ini: str = "") -> Path:
+    """A user's own pytest project under ``folder``: the example tools row patched in, ``tests``."""
+    project = folder / "project"
+    project.mkdir(parents=True)
+    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {}}
+    (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
+    (project / "pytest.ini").write_text(f"[pytest]\ndsh_patches = tools.patch.yml\n{ini}")
+    (project / "test_it.py").write_text(tests)
+    return project
+
+
+def user_pytest(project: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``project`` against this checkout's host, on a wide terminal as CI's (pytest's
+    short summary then carries each failure's whole line)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--dsh-host={HOST}", *args],
+        cwd=project, env={**(os.environ if env is None else env), "COLUMNS": "400"},
+        capture_output=True, text=True, timeout=600,
+    )
 
 
 def trace_actions(trace: Path) -> list[tuple[str, str]]:

@@ -8,13 +8,10 @@ ones pass. Today every ``dsh`` run is its own DSH process; a warm host must keep
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
-from dshrun import ROOT
+from dshrun import user_project, user_pytest
 
 GOOD = '''
 def test_b_good(dsh):
@@ -24,21 +21,11 @@ def test_b_good(dsh):
 
 
 def _project(tmp_path: Path, tests: str) -> Path:
-    project = tmp_path / "project"
-    project.mkdir()
-    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {}}
-    (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
-    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
-    (project / "test_it.py").write_text(tests)
-    return project
+    return user_project(tmp_path, tests)
 
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}", *args],
-        cwd=project, env=env, capture_output=True, text=True, timeout=600,
-    )
+    return user_pytest(project, *args)
 
 
 def test_a_mismatching_replay_is_followed_by_a_good_one_that_passes(tmp_path: Path) -> None:

@@ -8,34 +8,22 @@ allows live tools (marker key, ini option, command-line flag).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from dshrun import ROOT
+from dshrun import user_project, user_pytest
 
 ECHO = '/mock run echo({"text": "hi"})'
 
 
 def _project(tmp_path: Path, test_body: str, ini: str = "") -> Path:
-    project = tmp_path / "project"
-    project.mkdir(parents=True)
-    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {}}
-    (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
-    (project / "pytest.ini").write_text(f"[pytest]\ndsh_patches = tools.patch.yml\n{ini}")
-    (project / "test_it.py").write_text("import pytest\n\n\n" + test_body)
-    return project
+    return user_project(tmp_path, "import pytest\n\n\n" + test_body, ini)
 
 
 def _pytest(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # a wide terminal, as CI's: pytest's short summary then carries each failure's whole line
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}", *args],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
-    )
+    return user_pytest(project, *args)
 
 
 LIVE = f"def test_echo(dsh):\n    dsh.run({ECHO!r})\n"

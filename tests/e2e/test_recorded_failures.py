@@ -9,15 +9,13 @@ command that works pasted in the user's folder, not pytest's temporary one.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
-from dshrun import ROOT
+from dshrun import ROOT, user_project, user_pytest
 
 from dsh_sidecar.bridge.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.run import ToolCassette, run
@@ -77,19 +75,10 @@ def test_fails_on_the_tool(dsh):
 def test_pytest_warns_for_a_passing_recording_and_a_failing_one_shows_the_message_and_a_working_command(
     tmp_path: Path,
 ) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {}}
-    (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
-    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
-    (project / "test_it.py").write_text(USER_TESTS)
-    env = {k: v for k, v in os.environ.items() if k != "DSH_HOME"} | {"COLUMNS": "400"}
+    project = user_project(tmp_path, USER_TESTS)
+    env = {k: v for k, v in os.environ.items() if k != "DSH_HOME"}
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}",
-         "--dsh-record-mode", "once"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
-    )
+    proc = user_pytest(project, "--dsh-record-mode", "once", env=env)
 
     out = proc.stdout
     assert proc.returncode == 1 and "1 failed, 1 passed" in out, out[-3000:]
