@@ -72,6 +72,9 @@ __all__ = [
     "ToolCallOut",
     "TurnParams",
     "UpstreamFacts",
+    "WarmDoneParams",
+    "WarmJob",
+    "WarmNextParams",
     "WireResult",
     "WireResultError",
     "WireStartError",
@@ -138,12 +141,14 @@ class InitializeResult(_Closed):
     """
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm", "subagent", "model", "turns"]]
+    hooks: list[Literal["tools", "llm", "subagent", "model", "turns", "warm"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
     askExecute: bool = True
     standIns: list[StandIn] = msgspec.field(default_factory=list)
     registry: Literal["none", "names", "contracts"] = "none"
+    # A warm host (``warm`` hooks): the shim runs the sessions ``warm/next`` hands it.
+    warm: bool = False
 
 
 class ShutdownParams(_Closed):
@@ -170,6 +175,8 @@ class ExecuteParams(_Closed):
     tool: str
     callId: str
     args: str
+    # The calling agent's session (null: no agent); a warm host routes the call by it.
+    sessionId: str | None = None
 
 
 class ExecuteDecision(_Closed):
@@ -469,6 +476,8 @@ class ModelRequestParams(_Closed):
 
     request: dict[str, Any]
     initiator: InitiatorFacts | None = None
+    # The initiator's session id (a warm host routes the call by it); not part of the request.
+    sessionId: str | None = None
 
 
 class ModelDecision(_Closed):
@@ -497,7 +506,37 @@ class Empty(_Closed):
     """An empty result."""
 
 
-Hook = Literal["tools", "llm", "subagent", "model", "turns"]
+class WarmNextParams(_Closed):
+    """``warm/next``: the warm host's runner asks for its next session (answered when one comes)."""
+
+
+class WarmJob(_Closed):
+    """One session for the warm host to run: create it with ``sessionId`` and ``cwd``, send
+    ``task`` as its user message; ``stop``: no more sessions, exit the process."""
+
+    sessionId: str = ""
+    cwd: str = ""
+    task: str = ""
+    stop: bool = False
+
+
+class WarmDoneParams(_Closed):
+    """``warm/done``: a warm session's turn went idle and its log was flushed (or it failed to run).
+
+    ``text``: the last assistant text of the turn; ``reason``: the ``turn/end`` reason's kind
+    (null: no turn ended); ``code``/``message``: the turn's error, when it ended in one;
+    ``failure``: what went wrong creating or driving the session, if anything did.
+    """
+
+    sessionId: str
+    text: str = ""
+    reason: str | None = None
+    code: str = ""
+    message: str = ""
+    failure: str = ""
+
+
+Hook = Literal["tools", "llm", "subagent", "model", "turns", "warm"]
 
 
 @dataclass(frozen=True)
@@ -542,6 +581,8 @@ METHODS: dict[str, Method] = {
     "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),
     "model/recorded": Method(ModelRecordedParams, Empty, "model_recorded", hook="model"),
     "session/turn": Method(TurnParams, None, "session_turn", hook="turns"),
+    "warm/next": Method(WarmNextParams, WarmJob, "warm_next", hook="warm"),
+    "warm/done": Method(WarmDoneParams, Empty, "warm_done", hook="warm"),
 }
 
 

@@ -43,6 +43,7 @@ import msgspec
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
 from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback, stale_local_plugins
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
+from dsh_sidecar.bridge.warm_pool import WarmBoot, WarmOutcome, WarmPool, default_pool
 from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
 from dsh_sidecar.python_core.session_log import (
@@ -97,6 +98,8 @@ _PROVIDER_SOURCES = (DORMANT_PROVIDER_ROW, "dsh-settings-file")
 _SETTINGS_DOCUMENTS = ("settings.yaml", "settings.yml", "settings.json")
 _SETTINGS_ROW = re.compile(r"""\bid["']?\s*:\s*["']?settings\b""")
 _KILL_GRACE_S = 5.0
+# A warm host's runner replaces rc.8's one-shot runner (docs/warm-host.md).
+WARM_PATCH = '- {"id": "headless-runner", "disabled": true}\n'
 # rc.8 prints nothing to stderr on success; a failure's useful lines are its last ones.
 _STDERR_TAIL = 6
 # What Node prints around an uncaught error besides its message: frames, source excerpts, carets.
@@ -725,6 +728,7 @@ def run(
     allow_live_tools: bool | Sequence[str] = True,
     compile_cache: bool = True,
     skip_unused_rows: bool = True,
+    warm: bool | WarmPool = False,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -754,6 +758,10 @@ def run(
         skip_unused_rows: do not compose the profile rows the run cannot use (``unused_rows``:
             the dormant ``llm-pi-ai`` adapter when nothing configures a route for it); ``False``
             composes the whole profile.
+        warm: run as a session of a warm host of the same composition (docs/warm-host.md):
+            ``True`` this process's pool, or a ``WarmPool``; a run that cannot share a host
+            (a subagent cassette, the mock off, another profile than headless, a stand-in its
+            replay needs) runs in a process of its own, as with ``False``.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -836,7 +844,13 @@ def run(
             # V8 code cache of the ~1,650 modules a boot loads: same code, less compiling.
             environ.setdefault("NODE_COMPILE_CACHE", str(host.prefix / COMPILE_CACHE_DIR))
         started = time.monotonic()
-        code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
+        outcome = None
+        if warm is not False and _warm_suits(profile, subagent_cassette, mock):
+            outcome = _run_warm(warm, host, profile, rows, extras, skipped, environ, sidecar, workdir, text, timeout)
+        if outcome is None:
+            code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
+        else:
+            code, out, err, timed_out = outcome.exit_code, outcome.stdout, outcome.stderr, outcome.timed_out
         duration_ms = int((time.monotonic() - started) * 1000)
         report = read_report(str(report_path))
     finally:
@@ -856,6 +870,28 @@ def run(
         filtered = plan.kind == "tool" and tool_cassette is not None and bool(tool_cassette.filters)
         summaries[plan.kind] = _summary(plan, count, published, filtered)
     return _result(host, text, report, code, out, err, timed_out, duration_ms, summaries)
+
+
+def _warm_suits(profile: str, subagent_cassette: SubagentCassette | None, mock: Mapping[str, Any] | None) -> bool:
+    """Whether a run can be a session of a warm host (the sidecar refuses what it cannot see here)."""
+    return profile == "headless" and subagent_cassette is None and (mock is None or mock.get("enabled") is not False)
+
+
+def _run_warm(warm: bool | WarmPool, host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequence[Path],
+              skipped: Sequence[str], environ: dict[str, str], sidecar: dict[str, Any], cwd: Path, task: str,
+              timeout: float) -> WarmOutcome | None:
+    """The run as a session of the warm host of its composition; ``None``: it needs a process of its own."""
+    pool = warm if isinstance(warm, WarmPool) else default_pool()
+    argv = [str(host.dsh), "--profile", profile]
+    for extra in extras:
+        argv += ["--patch", os.fspath(extra)]
+    base = {k: v for k, v in environ.items() if k not in ("DSH_HOME", "TMPDIR")}
+
+    def patch_for(socket_path: str) -> str:
+        return _patch_text({"warm": socket_path}, rows, False, False, skipped) + WARM_PATCH
+
+    boot = WarmBoot(argv, patch_for, base, lambda private: _private_home(host.dsh_home, profile, private))
+    return pool.run(boot.key(extras), boot, sidecar, cwd, task, timeout)
 
 
 def _result(host: HostEnv, task: str, report: RunReport | None, code: int, out: str, err: str, timed_out: bool,

@@ -1,19 +1,17 @@
-"""The sidecar's method handlers: decode a hook, ask ``python_core``, answer the shim.
+"""The sidecar's method handlers: decode a hook, route it to its session's state, answer the shim.
 
-One ``Sidecar`` per connection (no globals). It owns the parsed config, the tool cassette
-session and the mock driver, and turns their decisions into wire payloads.
+One ``Sidecar`` per connection (no globals). A plain ``dsh`` run has one ``SessionState`` for
+the whole process, made from the row config at ``initialize``. A warm host (row config
+``warm``, docs/warm-host.md) has none at first: each run the run API sends opens a
+``SessionState`` of its own, every hook is routed by its session id, and the run's outcome is
+answered when its session closes, while the process lives on.
 """
 
 from __future__ import annotations
 
-import os
-
 import msgspec
-from msgspec import UNSET, Raw
 
 from dsh_sidecar.bridge.later import Later, Pending
-from dsh_sidecar.bridge.mock_driver import MockDriver
-from dsh_sidecar.bridge.model_hooks import ModelHooks
 from dsh_sidecar.bridge.protocol import (
     PROTOCOL_VERSION,
     CancelParams,
@@ -48,288 +46,193 @@ from dsh_sidecar.bridge.protocol import (
     SubagentStartParams,
     TurnParams,
     UpstreamFacts,
+    WarmDoneParams,
+    WarmNextParams,
 )
-from dsh_sidecar.bridge.references import with_filter_functions
-from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
-from dsh_sidecar.bridge.stubs import Stubs
-from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
+from dsh_sidecar.bridge.session_state import SessionState
 from dsh_sidecar.bridge.tool_hooks import ToolHooks
-from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.bridge.warm import WarmHost
 from dsh_sidecar.python_core import __version__
-from dsh_sidecar.python_core.config import SidecarConfig, parse_sidecar_config
-from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
-from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
-from dsh_sidecar.python_core.turns import TurnLedger
+from dsh_sidecar.python_core.config import parse_sidecar_config
+from dsh_sidecar.python_core.errors import ProtocolError
 
 __all__ = ["Sidecar"]
 
-
-_NULL = Raw(b"null")
-# The delegation tool whose children reach a provider's start(), which the cassette serves.
-REPLAYED_DELEGATION = frozenset({"subagent"})
-# The exit codes the sidecar sets (README, "CLI reference and exit codes"): the highest one applies, and rc.8's own
-# 1 for a failed turn stays when the sidecar has nothing to add.
-EXIT_FAILED = 1
-EXIT_MOCK_REFUSED = 3
+_PASS_MODEL = ModelDecision(action="pass")
+# A session with no tool feature: its calls run untouched and post-execute is not asked.
+_NEXT_NO_POST = ExecuteDecision(action="next", post=False)
 
 
 class Sidecar:
-    """State and handlers of one sidecar connection."""
+    """State and handlers of one sidecar connection: the process's session, or a warm host's."""
 
     def __init__(self) -> None:
-        self.config: SidecarConfig | None = None
-        self.trace = Trace(None)
-        self.tools: ToolHooks | None = None
-        self.mock: MockDriver | None = None
-        self.subagents: SubagentHooks | None = None
-        self.model: ModelHooks | None = None
-        self.startup_errors: list[SidecarError] = []
-        # The run report's inputs, kept only when a report is configured.
-        self._sessions: dict[str, None] = {}
-        self._calls: list[CallPath] = []
-        self.turns = TurnLedger()
-        # Features in the order they first refused a call: their errors and fixes print in that order.
-        self._refused: list[str] = []
+        self.process: SessionState | None = None
+        self.warm: WarmHost | None = None
+        # Python's model-call handles are per session; the wire's are per connection.
+        self._model_handles: dict[int, tuple[SessionState, int]] = {}
+        self._next_model_handle = 0
+        # tools/post-execute names only the call's handle: the session its execute named.
+        self._tool_sessions: dict[str, SessionState] = {}
+
+    # The process's features, as a plain run and the bridge tests see them.
+    @property
+    def tools(self) -> ToolHooks | None:
+        """The plain run's tool hooks (``None`` in a warm host)."""
+        return None if self.process is None else self.process.tools
 
     async def initialize(self, params: InitializeParams) -> InitializeResult:
-        """Check the protocol, parse the config and open the configured features."""
+        """Check the protocol, parse the config and open the configured features (or the warm host)."""
         if params.protocolVersion != PROTOCOL_VERSION:
             raise ProtocolError(
                 f"shim speaks protocol {params.protocolVersion}, sidecar speaks {PROTOCOL_VERSION}; "
                 "reinstall the plugin with `dsh-sidecar install`"
             )
         config = parse_sidecar_config(params.config, cwd=params.cwd)
-        if config.tool_cassette is not None:
-            # A call filter runs in this process: import its function now, before any call.
-            config = msgspec.structs.replace(
-                config, tool_cassette=with_filter_functions(config.tool_cassette, config.cwd))
-        self.config = config
-        self.trace = Trace(config.trace)
-        self.trace.write("initialize", host=params.host, pid=os.getpid(), bridge=os.path.dirname(__file__))
-        hooks: list[str] = []
-        if config.mock.enabled:
-            home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
-            # Resolved: the run API's private DSH_HOME links `sessions` to the shared folder.
-            sessions = os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))
-            self.mock = MockDriver(config.mock, self.trace, (sessions,))
-            hooks.append("llm")
-        # The mock plan judges results by their error codes, which only tools/result carries.
-        stubs = Stubs.load(config.stubs, config.cwd) if config.stubs else None
-        guarded = config.live_tools is not None
-        if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
-                or guarded):
-            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
-                                        config.cwd)
-            hooks.append("tools")
-        # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
-        ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
-                       or guarded)
-        if config.subagent_cassette is not None:
-            self.subagents = SubagentHooks.open(
-                config.subagent_cassette, host_version=params.host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+        if config.warm is not None:
+            self.warm = await WarmHost.connect(config.warm, dict(params.host))
+            return InitializeResult(
+                protocolVersion=PROTOCOL_VERSION, hooks=["tools", "llm", "model", "turns", "warm"],
+                sidecarVersion=__version__, askExecute=True, registry="contracts", warm=True,
             )
-            hooks.append("subagent")
-            if self.mock is not None:
-                # Replay serves the child from the file; record captures the live child so the
-                # same script can replay it later. Without a subagent cassette it stays refused.
-                self.mock.replayed_delegation = REPLAYED_DELEGATION
-        if config.model_cassette is not None:
-            self.model = ModelHooks.open(
-                config.model_cassette, cwd=config.cwd, host_version=params.host.get("@deepseek-ai/dsh-llm"),
-                trace=self.trace, children_owned=self.subagents is not None,
-            )
-            hooks.append("model")
-        # A recording is published only once its turn really ended: the shim reports turns.
-        if (config.tool_cassette is not None and config.tool_cassette.mode == "record") or (
-            self.subagents is not None and self.subagents.cassette.config.mode == "record"
-        ):
-            hooks.append("turns")
+        state = SessionState()
+        state.open(config, params.host)
+        self.process = state
         return InitializeResult(
-            protocolVersion=PROTOCOL_VERSION, hooks=hooks, sidecarVersion=__version__,  # type: ignore[arg-type]
-            subagent=None if self.subagents is None else self.subagents.setup, askExecute=ask_execute,
-            standIns=[] if self.tools is None else self.tools.stand_ins(),
-            registry="none" if self.tools is None else self.tools.registry_view(),
+            protocolVersion=PROTOCOL_VERSION, hooks=state.hooks, sidecarVersion=__version__,
+            subagent=None if state.subagents is None else state.subagents.setup, askExecute=state.ask_execute,
+            standIns=[] if state.tools is None else state.tools.stand_ins(),
+            registry="none" if state.tools is None else state.tools.registry_view(),
         )
 
     async def shutdown(self, _params: ShutdownParams) -> ShutdownResult:
         """Close every feature; report the errors that must fail the DSH process."""
-        groups: dict[str, list[SidecarError]] = {}
-        notes: list[str] = []
-        mock_fixes: list[str] = []
-        interruption = self.turns.interruption()
-        if self.tools is not None:
-            groups["tool"], notes = await self.tools.close(interruption)
-        if self.mock is not None:
-            mock_fixes = self.mock.close()
-        if self.subagents is not None:
-            groups["subagent"], subagent_notes = await self.subagents.close(interruption)
-            notes.extend(subagent_notes)
-        if self.model is not None:
-            groups["model"], model_notes = await self.model.close()
-            notes.extend(model_notes)
-        # The cassette that refused first in the turn caused the rest: its errors and fix lead.
-        order = sorted(groups, key=lambda f: self._refused.index(f) if f in self._refused else len(self._refused))
-        errors: list[SidecarError] = [*self.startup_errors, *(e for f in order for e in groups[f])]
-        self.trace.write("shutdown", errors=[e.code for e in errors])
-        self.trace.close()
-        # Several errors often share one fix (a mismatch and the records it left unconsumed).
-        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
-        result = ShutdownResult(
-            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
-        )
-        if self.config is not None and self.config.report is not None:
-            write_report(self.config.report, self._report(errors, result))
-        return result
+        if self.warm is not None:
+            return await self.warm.shutdown()
+        if self.process is None:
+            return ShutdownResult(exitCode=0, errors=[])
+        return await self.process.close()
 
-    def _exit_code(self, errors: list[SidecarError]) -> int:
-        """The DSH process's exit code as far as the sidecar decides it (README, "CLI reference and exit codes")."""
-        if self.mock is not None and self.mock.refused:
-            return EXIT_MOCK_REFUSED
-        return EXIT_FAILED if errors else 0
+    def _state(self, session_id: str | None, method: str) -> SessionState:
+        if self.warm is not None:
+            return self.warm.state(session_id, method)
+        if self.process is None:
+            raise NotInitialized(method)
+        return self.process
 
-    def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
-        cassettes = []
-        tool_report = None if self.tools is None else self.tools.closed
-        if tool_report is not None:
-            s = tool_report.stats
-            cassettes.append(CassetteCounts(
-                kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
-                unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
-                injected=s.injected, faults=s.faults, failed=len(self.tools.failures.failed) if self.tools else 0,
-                stoodUp=self.tools.stood_up if self.tools is not None else [],
-            ))
-        subagent_report = None if self.subagents is None else self.subagents.closed
-        if subagent_report is not None:
-            a = subagent_report.stats
-            cassettes.append(CassetteCounts(
-                kind="subagent", mode=a.mode, selected=a.started, recorded=a.recorded, consumed=a.replayed,
-                unconsumed=a.unconsumed, missed=a.missed,
-                published=a.mode == "record" and a.recorded > 0 and not subagent_report.errors,
-                failed=len(self.subagents.failed_children) if self.subagents else 0,
-            ))
-        model_report = None if self.model is None else self.model.closed
-        if model_report is not None:
-            m = model_report.stats
-            cassettes.append(CassetteCounts(
-                kind="model", mode=m.mode, selected=m.admitted, recorded=m.recorded, consumed=m.consumed,
-                unconsumed=m.unconsumed, poisoned=m.poisoned, published=model_report.published,
-            ))
-        return RunReport(
-            cwd=self.config.cwd if self.config is not None else "", sessions=list(self._sessions),
-            calls=self._calls, cassettes=cassettes, errors=[ReportedError(e.code, e.message) for e in errors],
-            notes=result.notes, exitCode=result.exitCode,
-        )
+    # --- the warm host's own methods (the shim's runner asks, Python answers) ---
 
-    def _tool_hooks(self) -> ToolHooks:
-        if self.tools is None:
-            raise NotInitialized("a tools hook")
-        return self.tools
+    def warm_next(self, _params: WarmNextParams) -> Pending:
+        """``warm/next``: the next session to run, once the run API sends one."""
+        return Pending(self._warm("warm/next").next)
 
-    def _mock(self) -> MockDriver:
-        if self.mock is None:
-            raise NotInitialized("an llm hook")
-        return self.mock
+    def warm_done(self, params: WarmDoneParams) -> Pending:
+        """``warm/done``: a session's turn ended and its log is flushed: close it, answer its run."""
+        warm = self._warm("warm/done")
+        return Pending(lambda: warm.done(params))
+
+    def _warm(self, method: str) -> WarmHost:
+        if self.warm is None:
+            raise NotInitialized(method)
+        return self.warm
+
+    # --- hooks, routed by session ---
 
     def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """``tools/execute``: pass through, serve from the cassette, or refuse."""
-        decision = self._tool_hooks().execute(params)
-        if isinstance(decision, ExecuteDecision) and decision.action == "refuse":
-            self._refusal("tool")
-        return decision
-
-    def _refusal(self, feature: str) -> None:
-        if feature not in self._refused:
-            self._refused.append(feature)
+        state = self._state(params.sessionId, "tools/execute")
+        if state.tools is None:
+            return _NEXT_NO_POST
+        if self.warm is not None:
+            self._tool_sessions[params.handle] = state
+        return state.tools_execute(params)
 
     def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
-        return self._tool_hooks().post_execute(params)
+        state = self._tool_sessions.get(params.handle) if self.warm is not None else self.process
+        if state is None:
+            raise NotInitialized("tools/post-execute")
+        return state.tools_post_execute(params)
 
     def tools_result(self, params: ResultParams) -> Later | None:
         """``tools/result`` notification: the final outcome."""
-        written = self._tool_hooks().result(params)
-        if self.config is not None and self.config.report is not None:
-            value = params.result.value
-            self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
-        return written
+        state = self._state(params.sessionId, "tools/result")
+        self._tool_sessions.pop(params.handle, None)
+        if state.tools is None:
+            return None
+        return state.tools_result(params)
 
     def tools_registry(self, params: RegistryParams) -> Later | None:
         """``tools/registry`` notification: the registered tools and the stand-ins."""
-        return self._tool_hooks().registry(params)
+        if self.warm is not None:
+            self.warm.registry(params)
+            return None
+        return self._state(None, "tools/registry").tools_registry(params)
 
     def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
         """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""
-        return self._mock().respond(params)
+        return self._state(params.sessionId, "llm/stream").llm_stream(params)
 
     def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
         """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
-        result = self._mock().pre_step(params)
-        self._sessions.setdefault(params.sessionId)
-        return result
+        return self._state(params.sessionId, "mock/pre-step").mock_pre_step(params)
 
     def mock_route(self, params: RouteParams) -> RouteResult:
         """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
-        return self._mock().route(params)
-
-    def _subagents(self) -> SubagentHooks:
-        if self.subagents is None:
-            raise NotInitialized("a subagent hook")
-        return self.subagents
-
-    def subagent_hello(self, params: UpstreamFacts) -> Empty:
-        """``subagent/hello``: the upstream provider's facts, before any start."""
-        self._subagents().hello(params)
-        return Empty()
-
-    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
-        """``subagent/start``: forward, replay, or refuse one ``start()``."""
-        return self._subagents().start(params)
-
-    def subagent_published(self, params: SubagentPublishedParams) -> None:
-        """``subagent/published`` notification."""
-        self._subagents().published(params)
-
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
-        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
-        return self._subagents().outcome(params)
-
-    def _model(self) -> ModelHooks:
-        if self.model is None:
-            raise NotInitialized("a model hook")
-        return self.model
-
-    def model_request(self, params: ModelRequestParams) -> ModelDecision:
-        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
-        try:
-            return self._model().request(params)
-        except ModelCallLeftOut:
-            raise  # answered as a failed title, never a failure of the run
-        except SidecarError:
-            self._refusal("model")
-            raise
-
-    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
-        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        return self._model().recorded(params)
-
-    def session_turn(self, params: TurnParams) -> None:
-        """``session/turn`` notification: count the turns a recording spans."""
-        if self.config is None:
-            raise NotInitialized("session/turn")
-        if params.phase == "start":
-            self.turns.start(params.sessionId, params.turn)
-        else:
-            busy = self.tools is not None and self.tools.busy()
-            self.turns.end(params.sessionId, params.turn, params.reason, busy)
+        return self._state(params.sessionId, "mock/route").mock_route(params)
 
     def mock_cancel(self, params: CancelParams) -> CancelResult:
         """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
-        return self._mock().cancel(params)
+        return self._state(params.sessionId, "mock/cancel").mock_cancel(params)
 
     def mock_session_end(self, params: SessionEndParams) -> None:
         """``mock/session-end``: forget the session's plans and routes (idempotent)."""
-        self._mock().end_session(params.sessionId)
+        if self.warm is not None and not self.warm.is_open(params.sessionId):
+            return  # a warm session's plans went with its state when it closed
+        self._state(params.sessionId, "mock/session-end").mock_session_end(params)
 
     def mock_command(self, params: MockCommandParams) -> MockCommandResult:
         """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
-        return self._mock().command(params)
+        return self._state(params.sessionId, "mock/command").mock_command(params)
+
+    def subagent_hello(self, params: UpstreamFacts) -> Empty:
+        """``subagent/hello``: the upstream provider's facts, before any start."""
+        return self._state(None, "subagent/hello").subagent_hello(params)
+
+    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
+        """``subagent/start``: forward, replay, or refuse one ``start()``."""
+        return self._state(None, "subagent/start").subagent_start(params)
+
+    def subagent_published(self, params: SubagentPublishedParams) -> None:
+        """``subagent/published`` notification."""
+        self._state(None, "subagent/published").subagent_published(params)
+
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
+        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
+        return self._state(None, "subagent/outcome").subagent_outcome(params)
+
+    def model_request(self, params: ModelRequestParams) -> ModelDecision:
+        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
+        state = self._state(params.sessionId, "model/request")
+        if state.model is None:
+            return _PASS_MODEL
+        decision = state.model_request(params)
+        if self.warm is None or decision.action != "forward":
+            return decision
+        self._next_model_handle += 1
+        self._model_handles[self._next_model_handle] = (state, decision.handle)
+        return msgspec.structs.replace(decision, handle=self._next_model_handle)
+
+    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
+        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
+        if self.warm is None:
+            return self._state(None, "model/recorded").model_recorded(params)
+        found = self._model_handles.pop(params.handle, None)
+        if found is None:
+            raise NotInitialized("model/recorded")
+        state, handle = found
+        return state.model_recorded(msgspec.structs.replace(params, handle=handle))
+
+    def session_turn(self, params: TurnParams) -> None:
+        """``session/turn`` notification: count the turns a recording spans."""
+        self._state(params.sessionId, "session/turn").session_turn(params)

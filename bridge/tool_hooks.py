@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Literal
 
 import anyio
@@ -65,8 +66,11 @@ class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
     def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
-                 stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "") -> None:
+                 stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "",
+                 warn: Callable[[str], None] | None = None) -> None:
         self.trace = trace
+        # A warning line's sink: stderr, or the warm session's own lines.
+        self.warn = warn or _stderr
         self.stubs = stubs
         self.live_tools = live_tools
         self.blocked: list[SidecarError] = []
@@ -118,8 +122,8 @@ class ToolHooks:
         names = [tool.name for tool in params.tools] + params.standIns
         for pattern in cassette.config.unmatched(names):
             # Named at boot, before any turn: the recording would select nothing through it.
-            sys.stderr.write(f"dsh-sidecar: warning: {UnmatchedPattern(pattern, len(params.tools))}; "
-                             f"fix: {UnmatchedPattern.hint}\n")
+            self.warn(f"dsh-sidecar: warning: {UnmatchedPattern(pattern, len(params.tools))}; "
+                      f"fix: {UnmatchedPattern.hint}")
         if self.recording is not None:
             for tool in params.tools:
                 if tool.contract is not None:
@@ -135,15 +139,16 @@ class ToolHooks:
 
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
-             stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "") -> ToolHooks:
+             stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "",
+             warn: Callable[[str], None] | None = None) -> ToolHooks:
         """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools;
-        ``live_tools``: the offline guard; ``cwd``: the session's.
+        ``live_tools``: the offline guard; ``cwd``: the session's; ``warn``: where warnings go.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette, stubs, live_tools, cwd)
+        return cls(trace, mock, cassette, stubs, live_tools, cwd, warn)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -337,6 +342,10 @@ class ToolHooks:
             return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [
                 note, *([] if failed is None else [failed]), *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]
+
+
+def _stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
 
 
 def _no_answer(_failure: SidecarError | None) -> None:

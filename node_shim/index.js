@@ -15,6 +15,7 @@ import { installModelCassette } from './model.js'
 import { RemoteError, Rpc, SidecarUnavailable, messageOf, plain } from './rpc.js'
 import { installSubagentProvider } from './subagent.js'
 import { installToolHooks } from './tools.js'
+import { runWarmHost } from './warm.js'
 
 export const name = 'dsh-sidecar'
 export const inject = ['tools', 'llm']
@@ -148,7 +149,7 @@ export async function apply(ctx, config) {
   if (rpc === undefined || reply === undefined) return
   const live = rpc
   const hooks = new Set(reply.hooks)
-  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry)
+  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry, reply.warm)
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
   if (hooks.has('turns')) {
@@ -167,4 +168,5 @@ export async function apply(ctx, config) {
   if (hooks.has('subagent') && setup !== undefined) {
     ctx.inject(['subagents'], (sctx) => installSubagentProvider(sctx, live, setup))
   }
+  if (hooks.has('warm')) runWarmHost(ctx, live)
 }

@@ -35,6 +35,12 @@ function initiatorOf(ctx) {
   return header === undefined ? undefined : plain({ origin: header.origin, delegationDepth: header.delegationDepth })
 }
 
+/** The initiator's session id (a warm host routes the call by it). @param {Context} ctx */
+function sessionOf(ctx) {
+  const session = ctx.get('agents')?.currentInitiator()?.session
+  return session === undefined ? undefined : String(session.id)
+}
+
 /**
  * A terminal chunk carrying a named failure.
  * @param {'error' | 'aborted'} kind @param {unknown} error @returns {StreamChunk}
@@ -61,14 +67,15 @@ function until(ms, t0, signal) {
  * One call through the cassette.
  * @param {Rpc} rpc @param {GenerateOptions} options @param {() => AsyncIterable<StreamChunk>} next
  * @param {{ origin?: string, delegationDepth?: number } | undefined} initiator
+ * @param {string | undefined} sessionId
  * @returns {AsyncGenerator<StreamChunk>}
  */
-async function* cassetteStream(rpc, options, next, initiator) {
+async function* cassetteStream(rpc, options, next, initiator, sessionId) {
   const t0 = performance.now()
   const signal = options.signal
   let decision
   try {
-    decision = await rpc.request('model/request', { request: requestOf(options), initiator }, signal)
+    decision = await rpc.request('model/request', { request: requestOf(options), initiator, ...(sessionId === undefined ? {} : { sessionId }) }, signal)
   } catch (error) {
     // Fail closed: a refusal or a dead sidecar never reaches the provider.
     yield failed(signal?.aborted ? 'aborted' : 'error', error)
@@ -112,5 +119,5 @@ async function* cassetteStream(rpc, options, next, initiator) {
 
 /** Front every provider route the cassette captures. @param {Context} ctx @param {Rpc} rpc */
 export function installModelCassette(ctx, rpc) {
-  ctx.on('llm/stream', (options, next) => cassetteStream(rpc, options, next, initiatorOf(ctx)))
+  ctx.on('llm/stream', (options, next) => cassetteStream(rpc, options, next, initiatorOf(ctx), sessionOf(ctx)))
 }

@@ -42,10 +42,12 @@ export function contractOf(tool) {
  * report the registered tools (`registry`: their names, or names and contracts) and the
  * stand-ins. A stand-in renders what the real renderer produced for the served value (sent
  * with it); its body never runs, since the cassette serves or refuses every call of a selected tool.
+ * A warm host (`warm`) reports the registry once the loader has activated every plugin, before
+ * its first session, and stands nothing up (a stand-in would serve every session).
  * @param {Context} ctx @param {Rpc} rpc @param {StandIn[]} standIns
- * @param {'none' | 'names' | 'contracts'} registry
+ * @param {'none' | 'names' | 'contracts'} registry @param {boolean} [warm]
  */
-export function installRegistry(ctx, rpc, standIns, registry) {
+export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
   /** the recorded rendering of each served call, by its frozen arguments @type {WeakMap<object, Readonly<ToolExecutionResult>>} */
   const byArgs = new WeakMap()
   /** @type {Map<unknown, Readonly<ToolExecutionResult>>} */
@@ -54,7 +56,12 @@ export function installRegistry(ctx, rpc, standIns, registry) {
   const stood = new Set()
   /** @param {unknown} args */
   const rendered = (args) => (typeof args === 'object' && args !== null ? byArgs.get(args) : byValue.get(args))
-  if (standIns.length > 0 || registry !== 'none') {
+  if (warm) {
+    ctx.get('loader')?.await().then(() => {
+      const tools = ctx.tools.schemas().map((schema) => ({ name: schema.name, contract: contractOf(ctx.tools.get(schema.name)) }))
+      rpc.notify('tools/registry', { tools, standIns: [], failed: [] })
+    })
+  } else if (standIns.length > 0 || registry !== 'none') {
     let done = false
     ctx.on('agent/created', () => {
       if (done) return

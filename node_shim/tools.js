@@ -40,11 +40,11 @@ class SidecarError extends HarnessError {}
  * Forward the tool pipeline; the structural path is stamped synchronously at entry.
  * `ask`: whether Python decides each call (the initialize reply's `askExecute`); when it does
  * not, calls run untouched and only their results are reported. `standIns`, `registry`: see
- * `installRegistry`.
+ * `installRegistry`; `warm`: a warm host reports the registry once its plugins are loaded.
  * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask] @param {StandIn[]} [standIns]
- * @param {'none' | 'names' | 'contracts'} [registry]
+ * @param {'none' | 'names' | 'contracts'} [registry] @param {boolean} [warm]
  */
-export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry = 'none') {
+export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry = 'none', warm = false) {
   /** @type {AsyncLocalStorage<string>} */
   const als = new AsyncLocalStorage()
   /** @type {WeakMap<ToolExecutionToken, string>} */
@@ -55,7 +55,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
   const noPost = new WeakSet()
   /** calls whose tool definition Python asked for (`describe`) @type {WeakSet<ToolExecutionToken>} */
   const describe = new WeakSet()
-  const standing = installRegistry(ctx, rpc, standIns, registry)
+  const standing = installRegistry(ctx, rpc, standIns, registry, warm)
   /** @type {Map<string, number>} */
   const children = new Map()
   /** the handle of the call whose real body runs in this async context @type {AsyncLocalStorage<string>} */
@@ -94,6 +94,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
       try {
         decision = await rpc.request('tools/execute', {
           handle, path, tool: exec.name, callId: exec.callId, args: JSON.stringify(exec.arguments ?? null),
+          sessionId: exec.agent === undefined ? null : String(exec.agent.id),
         }, exec.signal)
       } catch (error) {
         if (exec.signal.aborted) return failure('ABORTED', 'tool call aborted')

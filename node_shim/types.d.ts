@@ -11,6 +11,7 @@ import type { SessionEventMap, UserMessage } from '@deepseek-ai/dsh-session'
 
 // Each package augments cordis' `Context` and `Events` with its service and events.
 import '@deepseek-ai/dsh-agent'
+import '@deepseek-ai/dsh-agent-default-model'
 import '@deepseek-ai/dsh-commands'
 import '@deepseek-ai/dsh-fs'
 import '@deepseek-ai/dsh-llm'
@@ -34,12 +35,31 @@ export type ToolCall = ToolDispatchExecution & Pick<ToolRunContext, 'deferContex
  */
 export interface InitializeResult {
   protocolVersion: number
-  hooks: Array<'tools' | 'llm' | 'subagent' | 'model' | 'turns'>
+  hooks: Array<'tools' | 'llm' | 'subagent' | 'model' | 'turns' | 'warm'>
   sidecarVersion: string
   subagent?: SubagentSetup
   askExecute?: boolean
   standIns?: StandIn[]
   registry?: 'none' | 'names' | 'contracts'
+  warm?: boolean
+}
+
+/** One session a warm host runs (`stop`: no more, exit). */
+export interface WarmJob {
+  sessionId?: string
+  cwd?: string
+  task?: string
+  stop?: boolean
+}
+
+/** A warm session's end, as the shim saw it. */
+export interface WarmDone {
+  sessionId: string
+  text?: string
+  reason?: string | null
+  code?: string
+  message?: string
+  failure?: string
 }
 
 /** A tool's contract as registered: what the cassette records and a stand-in registers. */
@@ -167,7 +187,7 @@ export interface Methods {
   }
   'shutdown': { params: Record<string, never>, result: ShutdownResult }
   'tools/execute': {
-    params: { handle: string, path: string, tool: string, callId: string, args: string }
+    params: { handle: string, path: string, tool: string, callId: string, args: string, sessionId: string | null }
     result: ExecuteDecision
   }
   'tools/post-execute': {
@@ -194,11 +214,13 @@ export interface Methods {
   'subagent/hello': { params: UpstreamFacts, result: Record<string, never> }
   'subagent/start': { params: SubagentStartParams, result: SubagentDecision }
   'subagent/outcome': { params: { handle: CallHandle, outcome: RunOutcome }, result: Record<string, never> }
-  'model/request': { params: { request: Record<string, unknown>, initiator?: { origin?: string, delegationDepth?: number } }, result: ModelDecision }
+  'model/request': { params: { request: Record<string, unknown>, initiator?: { origin?: string, delegationDepth?: number }, sessionId?: string }, result: ModelDecision }
   'model/recorded': {
     params: { handle: number, chunks: StreamChunk[], atMs: number[], complete: boolean, aborted?: boolean }
     result: Record<string, never>
   }
+  'warm/next': { params: Record<string, never>, result: WarmJob }
+  'warm/done': { params: WarmDone, result: Record<string, never> }
 }
 
 /** Every notification the shim sends, with its params. */

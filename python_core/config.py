@@ -35,6 +35,7 @@ __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
 _TOP_LEVEL = (
     "python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs", "liveTools",
+    "warm",
 )
 # A standalone tool cassette plugin takes these three keys as its whole row config; here one row
 # serves every feature, so they sit in the row's `toolCassette` section.
@@ -62,6 +63,8 @@ class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     """Tool name to the ``module:function`` reference that serves it (python_core/stubs.py)."""
     live_tools: tuple[str, ...] | None = None
     """Tools allowed to run live with no cassette serving them (``*``: all); ``None``: no guard."""
+    warm: str | None = None
+    """A warm host's control socket (docs/warm-host.md): sessions bring their own config."""
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
@@ -75,6 +78,13 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
             raise ConfigError(key, "unknown key (expected one of: " + ", ".join(_TOP_LEVEL) + ")",
                               hint=_TOOL_KEYS_HINT if key in _TOOL_KEYS else None)
     _refuse_nulls(raw, cwd)
+    warm = raw.get("warm")
+    if warm is not None:
+        if not isinstance(warm, str) or not warm or "\0" in warm:
+            raise ConfigError("warm", "must be the path of the run API's control socket")
+        others = [key for key in raw if key not in ("python", "warm")]
+        if others:
+            raise ConfigError(others[0], "cannot go with warm: a warm host's sessions bring their own config")
     python = raw.get("python")
     # schemastery fills an absent array with []: that means "the installing interpreter".
     if python is not None and (
@@ -119,6 +129,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         report=report_path,
         stubs=stubs,
         live_tools=None if live is None else tuple(live),
+        warm=warm,
     )
     if config.model_cassette is not None:
         check_path("modelCassette.file", config.model_cassette.file,

@@ -1,0 +1,334 @@
+"""One DSH session's sidecar state: its config, its features, its report and its outcome.
+
+A plain ``dsh`` run has one ``SessionState`` for the whole process, made from the row config
+(today's behaviour). A warm host (docs/warm-host.md) opens one per session, each from the
+config its run sent, so ordinals, consumption, poison, turn bookkeeping, the report and the
+exit status of one session never change another's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+import msgspec
+from msgspec import UNSET, Raw
+
+from dsh_sidecar.bridge.later import Later, Pending
+from dsh_sidecar.bridge.mock_driver import MockDriver
+from dsh_sidecar.bridge.model_hooks import ModelHooks
+from dsh_sidecar.bridge.protocol import (
+    CancelParams,
+    CancelResult,
+    Empty,
+    ExecuteDecision,
+    ExecuteParams,
+    Hook,
+    LlmResponse,
+    LlmStreamParams,
+    MockCommandParams,
+    MockCommandResult,
+    ModelDecision,
+    ModelRecordedParams,
+    ModelRequestParams,
+    NotInitialized,
+    PostExecuteDecision,
+    PostExecuteParams,
+    PreStepParams,
+    PreStepResult,
+    RegistryParams,
+    ResultParams,
+    RouteParams,
+    RouteResult,
+    SessionEndParams,
+    ShutdownResult,
+    SubagentDecision,
+    SubagentOutcomeParams,
+    SubagentPublishedParams,
+    SubagentStartParams,
+    TurnParams,
+    UpstreamFacts,
+)
+from dsh_sidecar.bridge.references import with_filter_functions
+from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.bridge.stubs import Stubs
+from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
+from dsh_sidecar.bridge.tool_hooks import ToolHooks
+from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.python_core.config import SidecarConfig
+from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
+from dsh_sidecar.python_core.turns import TurnLedger
+
+__all__ = ["EXIT_FAILED", "EXIT_MOCK_REFUSED", "SessionState"]
+
+
+_NULL = Raw(b"null")
+# The delegation tool whose children reach a provider's start(), which the cassette serves.
+REPLAYED_DELEGATION = frozenset({"subagent"})
+# The exit codes the sidecar sets (README, "CLI reference and exit codes"): the highest one applies, and rc.8's own
+# 1 for a failed turn stays when the sidecar has nothing to add.
+EXIT_FAILED = 1
+EXIT_MOCK_REFUSED = 3
+
+
+class SessionState:
+    """State and handlers of one session (or of a plain run's whole process).
+
+    ``warn`` takes a warning line: stderr when ``None`` (a plain run), the session's own lines in a warm host.
+    """
+
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
+        self.config: SidecarConfig | None = None
+        self.warn = warn
+        self.hooks: list[Hook] = []
+        self.ask_execute = False
+        self.trace = Trace(None)
+        self.tools: ToolHooks | None = None
+        self.mock: MockDriver | None = None
+        self.subagents: SubagentHooks | None = None
+        self.model: ModelHooks | None = None
+        self.startup_errors: list[SidecarError] = []
+        # The run report's inputs, kept only when a report is configured.
+        self._sessions: dict[str, None] = {}
+        self._calls: list[CallPath] = []
+        self.turns = TurnLedger()
+        # Features in the order they first refused a call: their errors and fixes print in that order.
+        self._refused: list[str] = []
+
+    def open(self, config: SidecarConfig, host: Mapping[str, str | None]) -> None:
+        """Open the features ``config`` names; ``hooks`` and ``ask_execute`` say what the shim installs."""
+        if config.tool_cassette is not None:
+            # A call filter runs in this process: import its function now, before any call.
+            config = msgspec.structs.replace(
+                config, tool_cassette=with_filter_functions(config.tool_cassette, config.cwd))
+        self.config = config
+        self.trace = Trace(config.trace)
+        self.trace.write("initialize", host=dict(host), pid=os.getpid(), bridge=os.path.dirname(__file__))
+        hooks: list[Hook] = []
+        if config.mock.enabled:
+            home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
+            # Resolved: the run API's private DSH_HOME links `sessions` to the shared folder.
+            sessions = os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))
+            self.mock = MockDriver(config.mock, self.trace, (sessions,))
+            hooks.append("llm")
+        # The mock plan judges results by their error codes, which only tools/result carries.
+        stubs = Stubs.load(config.stubs, config.cwd) if config.stubs else None
+        guarded = config.live_tools is not None
+        if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
+                or guarded):
+            self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
+                                        config.cwd, self.warn)
+            hooks.append("tools")
+        # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
+        ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
+                       or guarded)
+        if config.subagent_cassette is not None:
+            self.subagents = SubagentHooks.open(
+                config.subagent_cassette, host_version=host.get("@deepseek-ai/dsh-subagent"), trace=self.trace,
+            )
+            hooks.append("subagent")
+            if self.mock is not None:
+                # Replay serves the child from the file; record captures the live child so the
+                # same script can replay it later. Without a subagent cassette it stays refused.
+                self.mock.replayed_delegation = REPLAYED_DELEGATION
+        if config.model_cassette is not None:
+            self.model = ModelHooks.open(
+                config.model_cassette, cwd=config.cwd, host_version=host.get("@deepseek-ai/dsh-llm"),
+                trace=self.trace, children_owned=self.subagents is not None,
+            )
+            hooks.append("model")
+        # A recording is published only once its turn really ended: the shim reports turns.
+        if (config.tool_cassette is not None and config.tool_cassette.mode == "record") or (
+            self.subagents is not None and self.subagents.cassette.config.mode == "record"
+        ):
+            hooks.append("turns")
+        self.hooks = hooks
+        self.ask_execute = ask_execute
+
+    async def close(self) -> ShutdownResult:
+        """Close every feature; report the errors that must fail the run (publish or refuse)."""
+        groups: dict[str, list[SidecarError]] = {}
+        notes: list[str] = []
+        mock_fixes: list[str] = []
+        interruption = self.turns.interruption()
+        if self.tools is not None:
+            groups["tool"], notes = await self.tools.close(interruption)
+        if self.mock is not None:
+            mock_fixes = self.mock.close()
+        if self.subagents is not None:
+            groups["subagent"], subagent_notes = await self.subagents.close(interruption)
+            notes.extend(subagent_notes)
+        if self.model is not None:
+            groups["model"], model_notes = await self.model.close()
+            notes.extend(model_notes)
+        # The cassette that refused first in the turn caused the rest: its errors and fix lead.
+        order = sorted(groups, key=lambda f: self._refused.index(f) if f in self._refused else len(self._refused))
+        errors: list[SidecarError] = [*self.startup_errors, *(e for f in order for e in groups[f])]
+        self.trace.write("shutdown", errors=[e.code for e in errors])
+        self.trace.close()
+        # Several errors often share one fix (a mismatch and the records it left unconsumed).
+        fixes = list(dict.fromkeys([*(e.hint for e in errors if e.hint), *mock_fixes]))
+        result = ShutdownResult(
+            exitCode=self._exit_code(errors), errors=[str(e) for e in errors], notes=notes, fixes=fixes,
+        )
+        if self.config is not None and self.config.report is not None:
+            write_report(self.config.report, self._report(errors, result))
+        return result
+
+    def note_session(self, session_id: str) -> None:
+        """Name a session of this state in its report (a warm session's own id)."""
+        self._sessions.setdefault(session_id)
+
+    def _exit_code(self, errors: list[SidecarError]) -> int:
+        """The DSH process's exit code as far as the sidecar decides it (README, "CLI reference and exit codes")."""
+        if self.mock is not None and self.mock.refused:
+            return EXIT_MOCK_REFUSED
+        return EXIT_FAILED if errors else 0
+
+    def _report(self, errors: list[SidecarError], result: ShutdownResult) -> RunReport:
+        cassettes = []
+        tool_report = None if self.tools is None else self.tools.closed
+        if tool_report is not None:
+            s = tool_report.stats
+            cassettes.append(CassetteCounts(
+                kind="tool", mode=s.mode, selected=s.selected, recorded=s.recorded, consumed=s.consumed,
+                unconsumed=s.unconsumed, poisoned=s.poisoned, published=tool_report.published,
+                injected=s.injected, faults=s.faults, failed=len(self.tools.failures.failed) if self.tools else 0,
+                stoodUp=self.tools.stood_up if self.tools is not None else [],
+            ))
+        subagent_report = None if self.subagents is None else self.subagents.closed
+        if subagent_report is not None:
+            a = subagent_report.stats
+            cassettes.append(CassetteCounts(
+                kind="subagent", mode=a.mode, selected=a.started, recorded=a.recorded, consumed=a.replayed,
+                unconsumed=a.unconsumed, missed=a.missed,
+                published=a.mode == "record" and a.recorded > 0 and not subagent_report.errors,
+                failed=len(self.subagents.failed_children) if self.subagents else 0,
+            ))
+        model_report = None if self.model is None else self.model.closed
+        if model_report is not None:
+            m = model_report.stats
+            cassettes.append(CassetteCounts(
+                kind="model", mode=m.mode, selected=m.admitted, recorded=m.recorded, consumed=m.consumed,
+                unconsumed=m.unconsumed, poisoned=m.poisoned, published=model_report.published,
+            ))
+        return RunReport(
+            cwd=self.config.cwd if self.config is not None else "", sessions=list(self._sessions),
+            calls=self._calls, cassettes=cassettes, errors=[ReportedError(e.code, e.message) for e in errors],
+            notes=result.notes, exitCode=result.exitCode,
+        )
+
+    def _tool_hooks(self) -> ToolHooks:
+        if self.tools is None:
+            raise NotInitialized("a tools hook")
+        return self.tools
+
+    def _mock(self) -> MockDriver:
+        if self.mock is None:
+            raise NotInitialized("an llm hook")
+        return self.mock
+
+    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
+        """``tools/execute``: pass through, serve from the cassette, or refuse."""
+        decision = self._tool_hooks().execute(params)
+        if isinstance(decision, ExecuteDecision) and decision.action == "refuse":
+            self._refusal("tool")
+        return decision
+
+    def _refusal(self, feature: str) -> None:
+        if feature not in self._refused:
+            self._refused.append(feature)
+
+    def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
+        """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
+        return self._tool_hooks().post_execute(params)
+
+    def tools_result(self, params: ResultParams) -> Later | None:
+        """``tools/result`` notification: the final outcome."""
+        written = self._tool_hooks().result(params)
+        if self.config is not None and self.config.report is not None:
+            value = params.result.value
+            self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
+        return written
+
+    def tools_registry(self, params: RegistryParams) -> Later | None:
+        """``tools/registry`` notification: the registered tools and the stand-ins."""
+        return self._tool_hooks().registry(params)
+
+    def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
+        """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""
+        return self._mock().respond(params)
+
+    def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
+        """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
+        result = self._mock().pre_step(params)
+        self._sessions.setdefault(params.sessionId)
+        return result
+
+    def mock_route(self, params: RouteParams) -> RouteResult:
+        """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
+        return self._mock().route(params)
+
+    def _subagents(self) -> SubagentHooks:
+        if self.subagents is None:
+            raise NotInitialized("a subagent hook")
+        return self.subagents
+
+    def subagent_hello(self, params: UpstreamFacts) -> Empty:
+        """``subagent/hello``: the upstream provider's facts, before any start."""
+        self._subagents().hello(params)
+        return Empty()
+
+    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
+        """``subagent/start``: forward, replay, or refuse one ``start()``."""
+        return self._subagents().start(params)
+
+    def subagent_published(self, params: SubagentPublishedParams) -> None:
+        """``subagent/published`` notification."""
+        self._subagents().published(params)
+
+    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
+        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
+        return self._subagents().outcome(params)
+
+    def _model(self) -> ModelHooks:
+        if self.model is None:
+            raise NotInitialized("a model hook")
+        return self.model
+
+    def model_request(self, params: ModelRequestParams) -> ModelDecision:
+        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
+        try:
+            return self._model().request(params)
+        except ModelCallLeftOut:
+            raise  # answered as a failed title, never a failure of the run
+        except SidecarError:
+            self._refusal("model")
+            raise
+
+    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
+        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
+        return self._model().recorded(params)
+
+    def session_turn(self, params: TurnParams) -> None:
+        """``session/turn`` notification: count the turns a recording spans."""
+        if self.config is None:
+            raise NotInitialized("session/turn")
+        if params.phase == "start":
+            self.turns.start(params.sessionId, params.turn)
+        else:
+            busy = self.tools is not None and self.tools.busy()
+            self.turns.end(params.sessionId, params.turn, params.reason, busy)
+
+    def mock_cancel(self, params: CancelParams) -> CancelResult:
+        """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
+        return self._mock().cancel(params)
+
+    def mock_session_end(self, params: SessionEndParams) -> None:
+        """``mock/session-end``: forget the session's plans and routes (idempotent)."""
+        self._mock().end_session(params.sessionId)
+
+    def mock_command(self, params: MockCommandParams) -> MockCommandResult:
+        """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
+        return self._mock().command(params)

@@ -1,0 +1,214 @@
+"""A warm host's sidecar side: sessions opened from the run API's control socket, one state each.
+
+The run API (``bridge/warm_pool.py``) listens on a Unix socket and starts DSH with the row
+config ``warm: <socket>``; the sidecar connects at ``initialize``. Each ``WarmRun`` line it
+reads becomes a ``SessionState`` opened from that run's own config and cwd, and the answer to
+the shim runner's pending ``warm/next``; ``warm/done`` closes the session (publish or refuse,
+its report) and sends the run's ``WarmReply``. The shim only relays: it creates the session,
+sends the task, waits for idle and flushes the log, as rc.8's headless runner does.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import anyio
+import msgspec
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from dsh_sidecar.bridge.later import Later
+from dsh_sidecar.bridge.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
+from dsh_sidecar.bridge.session_state import EXIT_FAILED, SessionState
+from dsh_sidecar.python_core.config import parse_sidecar_config
+from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+
+__all__ = ["MAX_CONTROL_LINE", "UNSUITED", "WarmHost", "WarmReply", "WarmRun", "WarmSessionUnknown"]
+
+# A run's config is a few kilobytes; a reply carries the session's stderr lines.
+MAX_CONTROL_LINE = 16 * 1024 * 1024
+# The code of a refusal that sends the run to a process of its own (the run API falls back).
+UNSUITED = "WARM_HOST_UNSUITED"
+
+
+class WarmRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """One run the run API asks the warm host for: its row config, working folder and task."""
+
+    id: int
+    cwd: str
+    task: str
+    config: dict[str, object]
+
+
+class WarmReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A run's outcome as a cold process would have shown it: exit code, stdout and stderr.
+
+    ``unsuited``: the run cannot share this host (why, in words); nothing of it ran.
+    """
+
+    id: int
+    sessionId: str = ""
+    exitCode: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    unsuited: str = ""
+
+
+class WarmSessionUnknown(ProtocolError):
+    """A hook of a warm host named no session, or one that is not open."""
+
+    code = "WARM_SESSION_UNKNOWN"
+
+    def __init__(self, method: str, session_id: str | None) -> None:
+        which = "no session" if not session_id else "a session that is not open"
+        super().__init__(f"{method} names {which} in a warm host; every call of a warm host belongs to a "
+                         "session the run API opened (an agentless call or a delegated child cannot run warm)")
+
+
+class _Open:
+    """A warm session: the run it answers, its state and the stderr lines it has so far."""
+
+    __slots__ = ("lines", "run", "state")
+
+    def __init__(self, run: WarmRun, state: SessionState, lines: list[str]) -> None:
+        self.run = run
+        self.state = state
+        self.lines = lines
+
+
+class WarmHost:
+    """The sessions of one warm DSH process, keyed by session id."""
+
+    def __init__(self, stream: SocketStream, host: dict[str, str | None]) -> None:
+        self._stream = stream
+        self._receive = BufferedByteReceiveStream(stream)
+        self._host = host
+        self._open: dict[str, _Open] = {}
+        self._registry: RegistryParams | None = None
+        self._send = anyio.Lock()
+        self._decoder = msgspec.json.Decoder(WarmRun)
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, path: str, host: dict[str, str | None]) -> WarmHost:
+        """Connect to the run API's control socket at ``path``."""
+        try:
+            stream = await anyio.connect_unix(path)
+        except OSError as error:
+            raise ProtocolError(f"warm: cannot connect to the run API's control socket ({error.strerror}); "
+                                "a warm host is started by the run API, not by hand") from None
+        return cls(stream, host)
+
+    def is_open(self, session_id: str) -> bool:
+        """Whether ``session_id`` is an open session of this host."""
+        return session_id in self._open
+
+    def state(self, session_id: str | None, method: str) -> SessionState:
+        """The open session a hook belongs to."""
+        found = self._open.get(session_id) if session_id else None
+        if found is None:
+            raise WarmSessionUnknown(method, session_id)
+        return found.state
+
+    def registry(self, params: RegistryParams) -> None:
+        """Keep the host's registered tools: every session opened later is told of them."""
+        self._registry = params
+
+    async def next(self) -> WarmJob:
+        """The next session to run: wait for a run on the control socket and open its state."""
+        while not self._closed:
+            try:
+                line = await self._receive.receive_until(b"\n", MAX_CONTROL_LINE)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                break  # the run API is gone: no more sessions
+            try:
+                run = self._decoder.decode(line)
+            except msgspec.DecodeError as error:
+                raise ProtocolError(f"warm: the control line is not a run ({error})") from None
+            job = await self._start(run)
+            if job is not None:
+                return job
+        self._closed = True
+        return WarmJob(stop=True)
+
+    async def _start(self, run: WarmRun) -> WarmJob | None:
+        lines: list[str] = []
+        state = SessionState(warn=lines.append)
+        try:
+            config = parse_sidecar_config(run.config, cwd=run.cwd)
+            unsuited = _unsuited(config.subagent_cassette is not None, config.mock.enabled, config.warm is not None)
+            if unsuited:
+                await self._reply(WarmReply(id=run.id, unsuited=unsuited))
+                return None
+            state.open(config, self._host)
+        except SidecarError as error:
+            text = f"dsh-sidecar: {error}\n" + (f"dsh-sidecar: fix: {error.hint}\n" if error.hint else "")
+            await self._reply(WarmReply(id=run.id, exitCode=EXIT_FAILED, stderr=text))
+            return None
+        registered = {t.name for t in self._registry.tools} if self._registry is not None else set()
+        missing = sorted(s.name for s in (state.tools.stand_ins() if state.tools is not None else [])
+                         if s.name not in registered)
+        if missing:
+            # A stand-in is registered for the whole process: such a replay gets a process of its own.
+            await self._reply(WarmReply(id=run.id, unsuited=f"tool {missing[0]} must be stood up from the cassette"))
+            return None
+        if self._registry is not None and state.tools is not None:
+            later = state.tools_registry(self._registry)
+            if isinstance(later, Later):
+                await later.writer.written(later.ticket)
+        session_id = f"session-{uuid.uuid4()}"
+        state.note_session(session_id)
+        self._open[session_id] = _Open(run, state, lines)
+        return WarmJob(sessionId=session_id, cwd=run.cwd, task=run.task)
+
+    async def done(self, params: WarmDoneParams) -> Empty:
+        """Close the session whose turn ended, and answer its run."""
+        found = self._open.pop(params.sessionId, None)
+        if found is None:
+            raise WarmSessionUnknown("warm/done", params.sessionId)
+        await self._reply(await _finish(found, params))
+        return Empty()
+
+    async def shutdown(self) -> ShutdownResult:
+        """The process is ending: close the sessions still open, each failing its run."""
+        for session_id, found in list(self._open.items()):
+            del self._open[session_id]
+            params = WarmDoneParams(sessionId=session_id, failure="the warm host exited during the run")
+            await self._reply(await _finish(found, params))
+        self._closed = True
+        await self._stream.aclose()
+        return ShutdownResult(exitCode=0, errors=[])
+
+    async def _reply(self, reply: WarmReply) -> None:
+        async with self._send:
+            try:
+                await self._stream.send(msgspec.json.encode(reply) + b"\n")
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the run API is gone (it gave up on the run): nobody to answer
+
+
+def _unsuited(subagent: bool, mock: bool, nested: bool) -> str:
+    if subagent:
+        return "a subagent cassette registers a provider for the whole process"
+    if not mock:
+        return "the mock route is on in a warm host; a run with mock.enabled false needs its own"
+    if nested:
+        return "warm inside a warm run"
+    return ""
+
+
+async def _finish(found: _Open, params: WarmDoneParams) -> WarmReply:
+    """The run's reply: the lines a cold process prints, in its order, and its exit code."""
+    status = await found.state.close()
+    lines = list(found.lines)
+    if params.failure:
+        lines.append(f"dsh: {params.failure}")
+    if params.reason == "error":
+        lines.append(f"dsh: {params.code}: {params.message}")
+    lines += [f"dsh-sidecar: {line}" for line in (*status.notes, *status.errors)]
+    lines += [f"dsh-sidecar: fix: {hint}" for hint in status.fixes]
+    turn = 0 if params.reason == "completed" and not params.failure else EXIT_FAILED
+    return WarmReply(
+        id=found.run.id, sessionId=params.sessionId, exitCode=max(turn, status.exitCode),
+        stdout=params.text + "\n", stderr="".join(f"{line}\n" for line in lines),
+    )

@@ -1,0 +1,266 @@
+"""Warm hosts for the run API: one long-lived headless DSH rc.8 process per composition.
+
+A composition is everything a DSH process is booted with (host, profile, rows, patches,
+environment); runs of the same composition share one process, each as a session of its own
+with its own config and working folder (docs/warm-host.md). The process's sidecar connects
+to a Unix socket of this module's; a run is one ``WarmRun`` line out and one ``WarmReply``
+line back. A host that dies, times out or refuses is closed; the next run boots a fresh one.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import msgspec
+
+from dsh_sidecar.bridge.warm import MAX_CONTROL_LINE, WarmReply, WarmRun
+
+__all__ = ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
+
+# A boot takes about a second; a loaded 2-core machine has been seen at 6.
+_BOOT_TIMEOUT_S = 90.0
+_KILL_GRACE_S = 5.0
+# Environment that changes from one test to the next without changing the host.
+_VOLATILE_ENV = ("PYTEST_CURRENT_TEST",)
+
+
+class WarmOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What a warm run gave, in the shape of a process's: exit code, output, a timeout."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+def composition_key(argv: Sequence[str], patch_text: str, extras: Sequence[Path], environ: Mapping[str, str]) -> str:
+    """A digest of what a host is booted with: two runs share a host only when it is equal."""
+    digest = hashlib.sha256()
+    for part in argv:
+        digest.update(part.encode() + b"\0")
+    digest.update(patch_text.encode() + b"\0")
+    for extra in extras:
+        # A patch file's content, not its name: a test that rewrites it gets another host.
+        digest.update(str(extra).encode() + b"\0" + extra.read_bytes() + b"\0")
+    for name in sorted(environ):
+        if name not in _VOLATILE_ENV:
+            digest.update(f"{name}={environ[name]}".encode() + b"\0")
+    return digest.hexdigest()
+
+
+class _Host:
+    """One warm DSH process and its control connection."""
+
+    def __init__(self, key: str, private: Path, proc: subprocess.Popen[bytes], conn: socket.socket,
+                 stderr: Path) -> None:
+        self.key = key
+        self.private = private
+        self.proc = proc
+        self.conn = conn
+        self.stderr = stderr
+        self.runs = 0
+        self._buffer = b""
+        self._pidfd = os.pidfd_open(proc.pid)
+
+    @classmethod
+    def boot(cls, key: str, argv: list[str], cwd: Path, environ: dict[str, str], private: Path,
+             socket_path: Path) -> _Host:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(socket_path))
+            listener.listen(1)
+            stderr = private / "host.stderr"
+            with open(private / "host.stdout", "wb") as out, open(stderr, "wb") as err:
+                proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        start_new_session=True)
+            pidfd = os.pidfd_open(proc.pid)
+            try:
+                ready, _, _ = select.select([listener.fileno(), pidfd], [], [], _BOOT_TIMEOUT_S)
+            finally:
+                os.close(pidfd)
+            if listener.fileno() not in ready:
+                _kill(proc)
+                raise HostBootFailed(stderr.read_text(errors="replace"), timed_out=not ready)
+            conn, _ = listener.accept()
+        finally:
+            listener.close()
+        return cls(key, private, proc, conn, stderr)
+
+    def run(self, request: WarmRun, timeout: float) -> WarmOutcome | WarmReply:
+        """Send ``request``; its reply, or the outcome of a host that died or timed out meanwhile."""
+        offset = self.stderr.stat().st_size
+        self.runs += 1
+        try:
+            self.conn.sendall(msgspec.json.encode(request) + b"\n")
+        except OSError:
+            return self._lost(offset, timed_out=False)
+        left = timeout
+        while b"\n" not in self._buffer:
+            start = _now()
+            ready, _, _ = select.select([self.conn.fileno(), self._pidfd], [], [], max(left, 0))
+            left -= _now() - start
+            if self.conn.fileno() in ready:
+                chunk = self.conn.recv(1 << 20)
+                if not chunk:
+                    return self._lost(offset, timed_out=False)
+                self._buffer += chunk
+                if len(self._buffer) > MAX_CONTROL_LINE:
+                    return self._lost(offset, timed_out=False)
+                continue
+            return self._lost(offset, timed_out=not ready)
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        reply = msgspec.json.decode(line, type=WarmReply)
+        noise = self._stderr_since(offset)
+        return msgspec.structs.replace(reply, stderr=noise + reply.stderr)
+
+    def _stderr_since(self, offset: int) -> str:
+        with open(self.stderr, "rb") as err:
+            err.seek(offset)
+            return err.read().decode(errors="replace")
+
+    def _lost(self, offset: int, *, timed_out: bool) -> WarmOutcome:
+        """The host is gone or gave up: end it; the run's outcome is what it printed."""
+        self.close()
+        return WarmOutcome(exit_code=1 if self.proc.returncode in (None, 0) else self.proc.returncode,
+                           stdout="", stderr=self._stderr_since(offset), timed_out=timed_out)
+
+    def alive(self) -> bool:
+        """Whether the process still runs."""
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        """End the process (the control socket's end tells it to exit; then signals) and its folder."""
+        try:
+            self.conn.close()
+        finally:
+            try:
+                self.proc.wait(timeout=_KILL_GRACE_S)
+            except subprocess.TimeoutExpired:
+                _kill(self.proc)
+            os.close(self._pidfd)
+            shutil.rmtree(self.private, ignore_errors=True)
+
+
+class HostBootFailed(Exception):
+    """A warm host exited or hung before its sidecar connected: the run boots cold instead."""
+
+    def __init__(self, stderr: str, *, timed_out: bool) -> None:
+        super().__init__("warm host did not start")
+        self.stderr = stderr
+        self.timed_out = timed_out
+
+
+def _now() -> float:
+    return os.times().elapsed
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    for sig, grace in ((signal.SIGTERM, _KILL_GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class WarmPool:
+    """The warm hosts of this process: at most one, the composition of the latest run."""
+
+    def __init__(self) -> None:
+        self._host: _Host | None = None
+        self._next_id = 0
+        self.boots = 0
+
+    def run(self, key: str, boot: WarmBoot, config: dict[str, object], cwd: Path, task: str,
+            timeout: float) -> WarmOutcome | None:
+        """Run one task as a session of the host for ``key`` (booted by ``boot`` if needed).
+
+        ``None``: the run cannot share a host (its reply said why); run it in a process of its own.
+        """
+        host = self._host
+        if host is not None and (host.key != key or not host.alive()):
+            self.close()
+            host = None
+        if host is None:
+            try:
+                host = boot.start(key)
+            except HostBootFailed:
+                return None  # the cold path boots it again and prints why, in the run's own output
+            self._host = host
+            self.boots += 1
+        self._next_id += 1
+        answer = host.run(WarmRun(id=self._next_id, cwd=str(cwd), task=task, config=config), timeout)
+        if isinstance(answer, WarmOutcome):
+            self._host = None
+            return answer
+        if answer.unsuited:
+            return None
+        return WarmOutcome(exit_code=answer.exitCode, stdout=answer.stdout, stderr=answer.stderr)
+
+    def close(self) -> None:
+        """End the warm host, if any."""
+        host, self._host = self._host, None
+        if host is not None:
+            host.close()
+
+
+class WarmBoot:
+    """How to start the host of one composition: its argv, the patch layer for a control socket,
+    its environment and the maker of its private DSH_HOME."""
+
+    def __init__(self, argv: list[str], patch_for: Callable[[str], str], environ: dict[str, str],
+                 make_home: Callable[[Path], Path]) -> None:
+        self.argv = argv
+        self.patch_for = patch_for
+        self.environ = environ
+        self.make_home = make_home
+
+    def key(self, extras: Sequence[Path]) -> str:
+        """The composition this boot makes (the socket path aside)."""
+        return composition_key(self.argv, self.patch_for(""), extras, self.environ)
+
+    def start(self, key: str) -> _Host:
+        """Boot the host and wait for its sidecar to connect."""
+        private = Path(tempfile.mkdtemp(prefix="dsh-warm-"))
+        try:
+            environ = dict(self.environ)
+            environ["DSH_HOME"] = str(self.make_home(private))
+            (private / "tmp").mkdir()
+            environ["TMPDIR"] = str(private / "tmp")
+            # The process's own cwd: plugins that write under process.cwd() write here (docs/warm-host.md).
+            (private / "cwd").mkdir()
+            socket_path = private / "control.sock"
+            patch = private / "warm.patch.yml"
+            patch.write_text(self.patch_for(str(socket_path)))
+            # The task positional stays: rc.8's headless-startup parses it; the runner row is off.
+            argv = [*self.argv, "--patch", str(patch), "warm-host"]
+            return _Host.boot(key, argv, private / "cwd", environ, private, socket_path)
+        except BaseException:
+            shutil.rmtree(private, ignore_errors=True)
+            raise
+
+
+_DEFAULT: WarmPool | None = None
+
+
+def default_pool() -> WarmPool:
+    """This process's pool (closed at exit)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = WarmPool()
+        atexit.register(_DEFAULT.close)
+    return _DEFAULT

@@ -1,0 +1,102 @@
+// @ts-check
+/**
+ * A warm host's runner (docs/warm-host.md): in place of rc.8's one-shot `headless-runner`, it
+ * runs the sessions Python hands it, each the way that runner runs its only one: the public
+ * agent service creates the session, the task goes in as a user message, the turn is awaited
+ * to quiescence and the session log flushed. Python opens and closes each session's state and
+ * answers its run; this loop only relays.
+ */
+import { installModelSelection } from '@deepseek-ai/dsh-agent'
+import { createUserMessage } from '@deepseek-ai/dsh-llm'
+import { SessionId } from '@deepseek-ai/dsh-session'
+import { messageOf } from './rpc.js'
+
+/**
+ * @typedef {import('./rpc.js').Rpc} Rpc
+ * @typedef {import('./types').Context} Context
+ * @typedef {import('./types').WarmDone} WarmDone
+ * @typedef {import('@deepseek-ai/dsh-session').SessionEvent} SessionEvent
+ */
+
+/**
+ * The last assistant text and the turn's end after `firstSeq`, as rc.8's headless runner reads them.
+ * @param {readonly SessionEvent[]} events @param {number} firstSeq @param {string} sessionId @returns {WarmDone}
+ */
+function summarize(events, firstSeq, sessionId) {
+  /** @type {WarmDone} */
+  const done = { sessionId, text: '', reason: null }
+  let started = false
+  for (const event of events) {
+    if (event.seq < firstSeq) continue
+    if (event.type === 'turn/start') started = true
+    else if (started && event.type === 'assistant/message') {
+      const joined = event.data.message.content.filter((block) => block.type === 'text').map((block) => block.text).join('')
+      if (joined !== '') done.text = joined
+    } else if (started && event.type === 'turn/end') {
+      const reason = event.data.reason
+      done.reason = reason.kind
+      if (reason.kind === 'error') Object.assign(done, { code: String(reason.error.code), message: reason.error.message })
+    }
+  }
+  return done
+}
+
+/**
+ * One session, start to flush; its end goes to Python whatever happened.
+ * @param {Context} ctx @param {Rpc} rpc @param {{ sessionId: string, cwd: string, task: string }} job
+ */
+async function runSession(ctx, rpc, job) {
+  /** @type {WarmDone} */
+  let done = { sessionId: job.sessionId, failure: '' }
+  try {
+    const selection = ctx.agentDefaultModel.currentSelection()
+    const handle = await ctx.agents.create({
+      sessionId: SessionId(job.sessionId),
+      meta: { cwd: job.cwd },
+      agentOptions: { provider: selection.provider, model: selection.model },
+      setup: (agentCtx) => { installModelSelection(agentCtx, { current: selection, assembled: undefined }) },
+    })
+    const { agent } = handle
+    try {
+      await agent.whenIdle()
+      const firstSeq = agent.session.seq
+      agent.followup(createUserMessage({ content: [{ type: 'text', text: job.task }], source: { kind: 'user' } }))
+      await agent.whenIdle()
+      await ctx.sessions.flush(agent.session)
+      done = summarize(agent.session.events, firstSeq, job.sessionId)
+    } finally {
+      await handle.dispose()
+    }
+  } catch (error) {
+    done = { ...done, failure: messageOf(error) }
+  }
+  await rpc.request('warm/done', done)
+}
+
+/**
+ * Ask for sessions until Python says stop, running each as it comes (they may overlap), then
+ * request the process's exit.
+ * @param {Context} ctx @param {Rpc} rpc
+ */
+export function runWarmHost(ctx, rpc) {
+  ctx.inject(['agents', 'agentDefaultModel', 'sessions'], async (wctx) => {
+    const exit = wctx.get('appExit')
+    await wctx.get('loader')?.await()
+    /** the sessions still running, each gone from the set when it ends @type {Set<Promise<void>>} */
+    const running = new Set()
+    try {
+      for (;;) {
+        const job = await rpc.request('warm/next', {})
+        if (job.stop || job.sessionId === undefined) break
+        // A dead sidecar fails warm/done too: the run API hears of it on its control socket.
+        const session = runSession(wctx, rpc, { sessionId: job.sessionId, cwd: job.cwd ?? '', task: job.task ?? '' })
+          .catch(() => {}).finally(() => running.delete(session))
+        running.add(session)
+      }
+    } catch (error) {
+      process.stderr.write(`dsh-sidecar: warm host: ${messageOf(error)}\n`)
+    }
+    await Promise.allSettled(running)
+    exit?.(0)
+  })
+}
