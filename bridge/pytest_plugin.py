@@ -48,6 +48,7 @@ from dsh_sidecar.bridge.run import (
     find_host,
     run,
 )
+from dsh_sidecar.bridge.warm_pool import WarmPool
 
 __all__ = ["DshRunner"]
 
@@ -72,11 +73,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the test with LIVE_TOOL_BLOCKED).",
     )
     group.addoption(
+        "--dsh-cold", action="store_true",
+        help="Boot one DSH process per run (default: runs of one composition share a warm host; "
+        "docs/warm-host.md).",
+    )
+    group.addoption(
         "--dsh-all-rows", action="store_true",
         help="Compose every profile row, also those a run cannot use (default: skipped; docs/cold-boot.md).",
     )
     parser.addini("dsh_all_rows", "compose every profile row in dsh runs (default: false, rows a run cannot "
                   "use are skipped; docs/cold-boot.md)", type="bool", default=False)
+    parser.addini("dsh_cold", "boot one DSH process per dsh run (default: false, a warm host per xdist "
+                  "worker and composition; docs/warm-host.md)", type="bool", default=False)
     parser.addini("dsh_allow_live_tools", "tools that may run live in record mode none (`*`: all); "
                   "default: none", type="linelist", default=[])
     parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
@@ -85,9 +93,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None): cassette base "
-        "path (relative to the test file), record mode, test logic (merged over the dsh_config fixture) and "
-        "the tools allowed to run live (True: all) for the dsh fixture",
+        "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None, cold=False): "
+        "cassette base path (relative to the test file), record mode, test logic (merged over the dsh_config "
+        "fixture), the tools allowed to run live (True: all) and a DSH process per run (cold) for the dsh fixture",
     )
 
 
@@ -122,7 +130,7 @@ class DshRunner:
     """Runs headless DSH turns for one test, with per-test cassette paths."""
 
     def __init__(self, request: pytest.FixtureRequest, host: HostEnv, cwd: Path,
-                 logic: Mapping[str, Any] | None = None) -> None:
+                 logic: Mapping[str, Any] | None = None, pool: WarmPool | None = None) -> None:
         self.host = host
         self.cwd = cwd
         config = request.config
@@ -149,6 +157,8 @@ class DshRunner:
         )
         self.patches = [config.rootpath / p for p in config.getini("dsh_patches")]
         self.skip_unused_rows = not (config.getoption("--dsh-all-rows") or config.getini("dsh_all_rows"))
+        cold = config.getoption("--dsh-cold") or config.getini("dsh_cold") or marked.get("cold") is True
+        self.warm: bool | WarmPool = False if cold or pool is None else pool
         self.nodeid = request.node.nodeid
         self.runs: list[RunResult] = []
 
@@ -203,6 +213,7 @@ class DshRunner:
         options.setdefault("cwd", self.cwd)
         options.setdefault("allow_live_tools", self.allow_live_tools)
         options.setdefault("skip_unused_rows", self.skip_unused_rows)
+        options.setdefault("warm", self.warm)
         missing: str | None = None
         try:
             result = run(
@@ -238,7 +249,7 @@ def _recorded_failures(result: RunResult) -> list[str]:
     return [line.removeprefix("dsh-sidecar: ") for line in lines if line.startswith(_FAILURE_LINES)]
 
 
-_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools")
+_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold")
 
 
 def _check_marker(marker: pytest.Mark | None) -> None:
@@ -259,6 +270,8 @@ def _check_marker(marker: pytest.Mark | None) -> None:
             pytest.fail(f"{where}(config={shown}): not a mapping; give a dict of test logic", pytrace=False)
         if key == "cassette" and (not isinstance(value, str) or not value):
             pytest.fail(f"{where}(cassette={shown}): not a path; give a non-empty string", pytrace=False)
+        if key == "cold" and not isinstance(value, bool):
+            pytest.fail(f"{where}(cold={shown}): allowed: True or False", pytrace=False)
         if key == "allow_live_tools" and not (
             isinstance(value, bool)
             or (isinstance(value, (list, tuple)) and all(isinstance(t, str) and t for t in value))
@@ -273,13 +286,21 @@ def dsh_config() -> dict[str, Any]:
     return {}
 
 
+@pytest.fixture(scope="session")
+def dsh_warm_pool() -> Iterator[WarmPool]:
+    """The warm hosts of this pytest process (of this xdist worker): ended with the session."""
+    pool = WarmPool()
+    yield pool
+    pool.close()
+
+
 @pytest.fixture
 def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path,
-        dsh_config: dict[str, Any]) -> Iterator[DshRunner]:
+        dsh_config: dict[str, Any], dsh_warm_pool: WarmPool) -> Iterator[DshRunner]:
     """A ``DshRunner`` for this test: its own working directory, per-test cassette paths."""
     work = tmp_path / "dsh-work"
     work.mkdir()
-    runner = DshRunner(request, dsh_host, work, dsh_config)
+    runner = DshRunner(request, dsh_host, work, dsh_config, dsh_warm_pool)
     request.node.stash[_RUNS] = runner.runs
     yield runner
 

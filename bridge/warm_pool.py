@@ -71,6 +71,7 @@ class _Host:
         self.runs = 0
         self._buffer = b""
         self._pidfd = os.pidfd_open(proc.pid)
+        self._closed = False
 
     @classmethod
     def boot(cls, key: str, argv: list[str], cwd: Path, environ: dict[str, str], private: Path,
@@ -129,24 +130,37 @@ class _Host:
             return err.read().decode(errors="replace")
 
     def _lost(self, offset: int, *, timed_out: bool) -> WarmOutcome:
-        """The host is gone or gave up: end it; the run's outcome is what it printed."""
+        """The host is gone or gave up: end it; the run's outcome is what it printed until its end."""
+        self._end(kill=timed_out)
+        stderr = self._stderr_since(offset)
         self.close()
-        return WarmOutcome(exit_code=1 if self.proc.returncode in (None, 0) else self.proc.returncode,
-                           stdout="", stderr=self._stderr_since(offset), timed_out=timed_out)
+        code = self.proc.returncode
+        return WarmOutcome(exit_code=1 if code is None or code <= 0 else code, stdout="", stderr=stderr,
+                           timed_out=timed_out)
 
     def alive(self) -> bool:
         """Whether the process still runs."""
         return self.proc.poll() is None
 
-    def close(self) -> None:
-        """End the process (the control socket's end tells it to exit; then signals) and its folder."""
+    def _end(self, *, kill: bool = False) -> None:
+        # The control socket's end tells the host to exit (its runner gets `stop`); then signals.
+        self.conn.close()
+        if kill:
+            _kill(self.proc)
+            return
         try:
-            self.conn.close()
+            self.proc.wait(timeout=_KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc)
+
+    def close(self) -> None:
+        """End the process and remove its folder (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._end()
         finally:
-            try:
-                self.proc.wait(timeout=_KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _kill(self.proc)
             os.close(self._pidfd)
             shutil.rmtree(self.private, ignore_errors=True)
 

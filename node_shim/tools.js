@@ -66,7 +66,9 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
    * @type {Map<string, HostCapture>}
    */
   const hostState = new Map()
-  let roots = 0
+  /** top-level calls so far, per calling agent @type {WeakMap<object, number>} */
+  const roots = new WeakMap()
+  let agentless = 0
   let handles = 0
   /** @param {{ token: ToolExecutionToken }} exec */
   const handleOf = (exec) => {
@@ -80,7 +82,12 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
     const exec = /** @type {ToolCall} */ (dispatched)
     const parentPath = exec.parent !== undefined ? tokenPath.get(exec.parent) : als.getStore()
     let path
-    if (parentPath === undefined) path = `root/${roots++}`
+    if (parentPath === undefined) {
+      // Numbered per session: sessions sharing a warm host number their calls as a process of their own.
+      const n = exec.agent === undefined ? agentless++ : roots.get(exec.agent) ?? 0
+      if (exec.agent !== undefined) roots.set(exec.agent, n + 1)
+      path = `root/${n}`
+    }
     else {
       const n = children.get(parentPath) ?? 0
       children.set(parentPath, n + 1)

@@ -9,7 +9,7 @@
 import { installModelSelection } from '@deepseek-ai/dsh-agent'
 import { createUserMessage } from '@deepseek-ai/dsh-llm'
 import { SessionId } from '@deepseek-ai/dsh-session'
-import { messageOf } from './rpc.js'
+import { SidecarUnavailable, messageOf } from './rpc.js'
 
 /**
  * @typedef {import('./rpc.js').Rpc} Rpc
@@ -70,7 +70,11 @@ async function runSession(ctx, rpc, job) {
   } catch (error) {
     done = { ...done, failure: messageOf(error) }
   }
-  await rpc.request('warm/done', done)
+  await rpc.request('warm/done', done).catch((/** @type {unknown} */ error) => {
+    // Python can no longer answer the run: the turn's error goes where rc.8's runner prints it.
+    if (done.reason === 'error') process.stderr.write(`dsh: ${done.code}: ${done.message}\n`)
+    throw error
+  })
 }
 
 /**
@@ -94,7 +98,8 @@ export function runWarmHost(ctx, rpc) {
         running.add(session)
       }
     } catch (error) {
-      process.stderr.write(`dsh-sidecar: warm host: ${messageOf(error)}\n`)
+      // A dead sidecar was told once by its exit watcher.
+      if (!(error instanceof SidecarUnavailable)) process.stderr.write(`dsh-sidecar: warm host: ${messageOf(error)}\n`)
     }
     await Promise.allSettled(running)
     exit?.(0)
