@@ -1,0 +1,188 @@
+"""The warm host through real headless DSH rc.8 (issue 23, docs/warm-host.md).
+
+Runs of one composition share one DSH process (``run(warm=pool)``); each is a session with its
+own config, cwd and cassettes. What is checked: cassettes recorded cold replay warm and the
+reverse, with the real service stopped; the session log and the model-cassette fingerprints
+are those of a cold run; one session's poison, mismatch or death never reaches the next; a run
+the host cannot take runs cold; a timeout ends the host and the next run gets a fresh one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
+from weather_service import weather_service
+
+from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.bridge.warm_pool import WarmPool
+
+pytestmark = pytest.mark.e2e
+
+CANARY = "sk-canary-7f3e9b21"
+ECHO = Row("example-tools", "dsh-example-tools", {})
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Times, ids and the seq numbers that shift with the asynchronous session-title event.
+_VOLATILE = frozenset({"time", "time0", "createdAt", "dt", "seq", "seq0", "sourceEventSeqs", "id"})
+
+
+def _stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return _UUID.sub("<uuid>", value) if isinstance(value, str) else value
+
+
+def _log(result: RunResult) -> list[Any]:
+    """The session log without ids, times and the title event (its place is timing)."""
+    return [_stable(e) for e in result.events if e.get("type") != "session/title"]
+
+
+def _weather(url: str) -> list[Row]:
+    return [Row("example-tools", "dsh-example-tools", {"weatherUrl": url})]
+
+
+@pytest.fixture
+def pool() -> Any:
+    warm = WarmPool()
+    yield warm
+    warm.close()
+
+
+def test_runs_share_one_host_each_a_session_of_its_own(pool: WarmPool, tmp_path: Path) -> None:
+    results = []
+    for i in range(3):
+        work = tmp_path / f"w{i}"
+        work.mkdir()
+        results.append(run(f'/mock run echo({{"text": "warm{i}"}})', cwd=work, rows=[ECHO], warm=pool))
+    assert pool.boots == 1
+    for i, result in enumerate(results):
+        assert result.ok, result.explain()
+        assert [r.output for r in result.tool_results] == [f"echo:warm{i}"]
+        # Each session numbers its calls from root/0 and has its own log, in its own folder's project.
+        assert [c.path for c in result.tool_calls] == ["root/0"]
+        assert result.session_path is not None and f"w{i}" in result.session_path
+    assert len({r.session_id for r in results}) == 3
+    # A cold run of the same turn logs the same events (ids and times aside).
+    cold = run('/mock run echo({"text": "warm0"})', cwd=tmp_path / "w0", rows=[ECHO])
+    assert cold.ok, cold.explain()
+    assert _log(cold) == _log(results[0])
+
+
+def test_a_tool_cassette_recorded_cold_replays_warm_and_the_reverse_with_the_service_stopped(
+    pool: WarmPool, tmp_path: Path,
+) -> None:
+    task = '/mock run weather_lookup({"city": "Paris"})'
+    cold_dir, warm_dir = tmp_path / "cold", tmp_path / "warm"
+    cold_dir.mkdir()
+    warm_dir.mkdir()
+    cassette = ToolCassette(file="tools.ndjson", include=["weather_lookup"])
+    with weather_service(tmp_path) as weather:
+        cold = run(task, cwd=cold_dir, rows=_weather(weather.url), tool_cassette=cassette, record_mode="once")
+        warm = run(task, cwd=warm_dir, rows=_weather(weather.url), tool_cassette=cassette, record_mode="once",
+                   warm=pool)
+        assert weather.requests == 2
+    for result in (cold, warm):
+        assert result.ok, result.explain()
+        assert result.tool_cassette is not None and result.tool_cassette.published
+    # The service is stopped: each recording replays in the other mode, with no real call.
+    rows = _weather(dead_url())
+    warm_of_cold = run(task, cwd=cold_dir, rows=rows, tool_cassette=cassette, allow_live_tools=False, warm=pool)
+    cold_of_warm = run(task, cwd=warm_dir, rows=rows, tool_cassette=cassette, allow_live_tools=False)
+    for result, recorded in ((warm_of_cold, cold), (cold_of_warm, warm)):
+        assert result.ok, result.explain()
+        assert result.tool_cassette is not None
+        assert (result.tool_cassette.consumed, result.tool_cassette.unconsumed) == (1, 0)
+        assert result.final_text == recorded.final_text
+        assert [r.output for r in result.tool_results] == [r.output for r in recorded.tool_results]
+    assert (tmp_path / "cold" / "tools.ndjson").read_bytes().count(b"\n") == \
+        (tmp_path / "warm" / "tools.ndjson").read_bytes().count(b"\n")
+    # Rows with the live URL, then rows with the dead one: two compositions, a host each.
+    assert pool.boots == 2
+
+
+def test_a_model_cassette_recorded_cold_replays_warm_with_equal_fingerprints(pool: WarmPool, tmp_path: Path) -> None:
+    cassette = ModelCassette(file="model.ndjson")
+    tools = ToolCassette(file="tools.ndjson", include=["weather_lookup"])
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        record = run(WEATHER_TASK, cwd=tmp_path, rows=_weather(weather.url), env=provider.env(CANARY),
+                     model_cassette=cassette, tool_cassette=tools, record_mode="once")
+    assert record.ok, record.explain()
+    offline = {"DEEPSEEK_BASE_URL": dead_url()}
+    replay = run(WEATHER_TASK, cwd=tmp_path, rows=_weather(dead_url()), env=offline, model_cassette=cassette,
+                 tool_cassette=tools, warm=pool)
+    # Replayed warm: every request matched its recorded fingerprint, every call was consumed.
+    assert replay.ok, replay.explain()
+    assert replay.model_cassette is not None and replay.tool_cassette is not None
+    assert (replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (record.model_cassette.recorded, 0)
+    assert replay.final_text == record.final_text
+    assert _log(replay) == _log(record)
+    assert pool.boots == 1
+
+
+def test_a_mismatch_and_a_poisoned_session_leave_the_next_session_unharmed(pool: WarmPool, tmp_path: Path) -> None:
+    cassette = ToolCassette(file="tools.ndjson", include=["echo"])
+    recorded = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=[ECHO], tool_cassette=cassette,
+                   record_mode="once", warm=pool)
+    assert recorded.ok, recorded.explain()
+    # Another argument: the session refuses the call and fails with the mismatch, once.
+    bad = run('/mock run echo({"text": "b"})', cwd=tmp_path, rows=[ECHO], tool_cassette=cassette,
+              allow_live_tools=False, warm=pool)
+    assert bad.exit_code == 1
+    assert [e.code for e in bad.errors][:1] == ["CASSETTE_MISMATCH"], bad.explain()
+    assert bad.stderr.count("dsh-sidecar: CASSETTE_MISMATCH: echo at root/0, ordinal 0") == 1, bad.stderr
+    # The same host's next session replays the cassette whole: nothing of the failed one is left.
+    good = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=[ECHO], tool_cassette=cassette,
+               allow_live_tools=False, warm=pool)
+    assert good.ok, good.explain()
+    assert good.tool_cassette is not None and (good.tool_cassette.consumed, good.tool_cassette.unconsumed) == (1, 0)
+    assert pool.boots == 1
+
+
+def test_a_broken_config_fails_its_run_by_name_and_the_host_lives_on(pool: WarmPool, tmp_path: Path) -> None:
+    ok = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=[ECHO], warm=pool)
+    assert ok.ok, ok.explain()
+    (tmp_path / "bad.ndjson").write_text("not a cassette\n")
+    bad = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=[ECHO], warm=pool,
+              tool_cassette=ToolCassette(file="bad.ndjson", include=["echo"]))
+    assert bad.exit_code == 1
+    lines = bad.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("dsh-sidecar: CASSETTE_INVALID: "), bad.stderr
+    assert lines[1].startswith("dsh-sidecar: fix: ")
+    assert str(tmp_path) not in bad.stderr
+    again = run('/mock run echo({"text": "b"})', cwd=tmp_path, rows=[ECHO], warm=pool)
+    assert again.ok, again.explain()
+    assert pool.boots == 1
+
+
+def test_a_run_the_host_cannot_take_runs_in_a_process_of_its_own(pool: WarmPool, tmp_path: Path) -> None:
+    # A subagent cassette registers a provider for the whole process: the run boots cold, and
+    # says what a cold run says of a turn that delegated nothing.
+    result = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=[ECHO], warm=pool, record_mode="once",
+                 subagent_cassette=SubagentCassette(file="agents.jsonl"))
+    assert result.exit_code == 1 and "NOTHING_RECORDED: no subagent start() reached the cassette" in result.stderr
+    assert pool.boots == 0
+    # A replay whose tool no plugin registers needs a stand-in, which would serve every session.
+    with weather_service(tmp_path) as weather:
+        recorded = run('/mock run weather_lookup({"city": "Paris"})', cwd=tmp_path, rows=_weather(weather.url),
+                       tool_cassette=ToolCassette(file="w.ndjson", include=["weather_lookup"]), record_mode="once")
+    assert recorded.ok, recorded.explain()
+    stood = run('/mock run weather_lookup({"city": "Paris"})', cwd=tmp_path, rows=[], warm=pool,
+                tool_cassette=ToolCassette(file="w.ndjson", include=["weather_lookup"]))
+    assert stood.ok, stood.explain()
+    assert stood.tool_cassette is not None and stood.tool_cassette.stood_up == ["weather_lookup"]
+    assert pool.boots == 1  # booted, then refused the run, which ran cold
+
+
+def test_a_timeout_ends_the_host_and_the_next_run_gets_a_fresh_one(pool: WarmPool, tmp_path: Path) -> None:
+    script = {"type": "dsh-mock-script", "version": 1, "steps": [
+        {"tool": "echo", "args": {"text": "a"}}, {"wait": 600_000}, {"tool": "echo", "args": {"text": "b"}}]}
+    slow = run(script=script, cwd=tmp_path, rows=[ECHO], warm=pool, timeout=6)
+    assert slow.timed_out and slow.exit_code != 0
+    fine = run('/mock run echo({"text": "after"})', cwd=tmp_path, rows=[ECHO], warm=pool)
+    assert fine.ok, fine.explain()
+    assert pool.boots == 2
