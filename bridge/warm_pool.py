@@ -225,6 +225,21 @@ class WarmPool:
             return None
         return WarmOutcome(exit_code=answer.exitCode, stdout=answer.stdout, stderr=answer.stderr)
 
+    def pids(self) -> list[int]:
+        """The warm host's process and its children (the sidecar among them), for diagnostics."""
+        host = self._host
+        if host is None or not host.alive():
+            return []
+        found = [host.proc.pid]
+        for pid in found:
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as children:
+                        found += [int(child) for child in children.read().split()]
+            except OSError:
+                continue  # ended meanwhile
+        return found
+
     def close(self) -> None:
         """End the warm host, if any."""
         host, self._host = self._host, None
