@@ -76,6 +76,7 @@ __all__ = [
     "ToolCall",
     "ToolCassette",
     "ToolResult",
+    "WarmPool",
     "default_dsh_home",
     "find_host",
     "run",

@@ -23,12 +23,10 @@ from dsh_sidecar.bridge.session_state import EXIT_FAILED, SessionState
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 
-__all__ = ["MAX_CONTROL_LINE", "UNSUITED", "WarmHost", "WarmReply", "WarmRun", "WarmSessionUnknown"]
+__all__ = ["MAX_CONTROL_LINE", "WarmHost", "WarmReply", "WarmRun", "WarmSessionUnknown"]
 
 # A run's config is a few kilobytes; a reply carries the session's stderr lines.
 MAX_CONTROL_LINE = 16 * 1024 * 1024
-# The code of a refusal that sends the run to a process of its own (the run API falls back).
-UNSUITED = "WARM_HOST_UNSUITED"
 
 
 class WarmRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

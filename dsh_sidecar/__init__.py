@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ToolCall,
         ToolCassette,
         ToolResult,
+        WarmPool,
         run,
     )
 
@@ -47,6 +48,7 @@ __all__ = [
     "ToolCall",
     "ToolCassette",
     "ToolResult",
+    "WarmPool",
     "__version__",
     "run",
 ]
