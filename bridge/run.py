@@ -878,11 +878,9 @@ def _warm_suits(profile: str, subagent_cassette: SubagentCassette | None, mock: 
     return profile == "headless" and subagent_cassette is None and (mock is None or mock.get("enabled") is not False)
 
 
-def _run_warm(warm: bool | WarmPool, host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequence[Path],
-              skipped: Sequence[str], environ: dict[str, str], sidecar: dict[str, Any], cwd: Path, task: str,
-              timeout: float) -> WarmOutcome | None:
-    """The run as a session of the warm host of its composition; ``None``: it needs a process of its own."""
-    pool = warm if isinstance(warm, WarmPool) else default_pool()
+def _warm_boot(host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequence[Path], skipped: Sequence[str],
+               environ: Mapping[str, str]) -> WarmBoot:
+    """How to boot the warm host of a composition: the cold run's argv and rows, the runner row off."""
     argv = [str(host.dsh), "--profile", profile]
     for extra in extras:
         argv += ["--patch", os.fspath(extra)]
@@ -891,7 +889,15 @@ def _run_warm(warm: bool | WarmPool, host: HostEnv, profile: str, rows: Sequence
     def patch_for(socket_path: str) -> str:
         return _patch_text({"warm": socket_path}, rows, False, False, skipped) + WARM_PATCH
 
-    boot = WarmBoot(argv, patch_for, base, lambda private: _private_home(host.dsh_home, profile, private))
+    return WarmBoot(argv, patch_for, base, lambda private: _private_home(host.dsh_home, profile, private))
+
+
+def _run_warm(warm: bool | WarmPool, host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequence[Path],
+              skipped: Sequence[str], environ: dict[str, str], sidecar: dict[str, Any], cwd: Path, task: str,
+              timeout: float) -> WarmOutcome | None:
+    """The run as a session of the warm host of its composition; ``None``: it needs a process of its own."""
+    pool = warm if isinstance(warm, WarmPool) else default_pool()
+    boot = _warm_boot(host, profile, rows, extras, skipped, environ)
     return pool.run(boot.key(extras), boot, sidecar, cwd, task, timeout)
 
 

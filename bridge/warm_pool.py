@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -70,6 +71,7 @@ class _Host:
         self.stderr = stderr
         self.runs = 0
         self._buffer = b""
+        self._replies: dict[int, WarmReply] = {}
         self._pidfd = os.pidfd_open(proc.pid)
         self._closed = False
 
@@ -99,30 +101,42 @@ class _Host:
 
     def run(self, request: WarmRun, timeout: float) -> WarmOutcome | WarmReply:
         """Send ``request``; its reply, or the outcome of a host that died or timed out meanwhile."""
+        offset = self.send(request)
+        if offset is None:
+            return self._lost(0, timed_out=False)
+        return self.receive(request.id, offset, timeout)
+
+    def send(self, request: WarmRun) -> int | None:
+        """Send one run; the host's stderr offset at that moment (``None``: the host is gone).
+
+        Several runs may be sent before their replies are read: their sessions run concurrently.
+        """
         offset = self.stderr.stat().st_size
         self.runs += 1
         try:
             self.conn.sendall(msgspec.json.encode(request) + b"\n")
         except OSError:
-            return self._lost(offset, timed_out=False)
-        left = timeout
-        while b"\n" not in self._buffer:
-            start = _now()
-            ready, _, _ = select.select([self.conn.fileno(), self._pidfd], [], [], max(left, 0))
-            left -= _now() - start
-            if self.conn.fileno() in ready:
+            return None
+        return offset
+
+    def receive(self, run_id: int, offset: int, timeout: float) -> WarmOutcome | WarmReply:
+        """The reply of run ``run_id`` (replies of other runs read meanwhile are kept for them)."""
+        deadline = time.monotonic() + timeout
+        while run_id not in self._replies:
+            while b"\n" not in self._buffer:
+                left = deadline - time.monotonic()
+                ready, _, _ = select.select([self.conn.fileno(), self._pidfd], [], [], max(left, 0))
+                if self.conn.fileno() not in ready:
+                    return self._lost(offset, timed_out=not ready)
                 chunk = self.conn.recv(1 << 20)
-                if not chunk:
+                if not chunk or len(self._buffer) + len(chunk) > MAX_CONTROL_LINE:
                     return self._lost(offset, timed_out=False)
                 self._buffer += chunk
-                if len(self._buffer) > MAX_CONTROL_LINE:
-                    return self._lost(offset, timed_out=False)
-                continue
-            return self._lost(offset, timed_out=not ready)
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        reply = msgspec.json.decode(line, type=WarmReply)
-        noise = self._stderr_since(offset)
-        return msgspec.structs.replace(reply, stderr=noise + reply.stderr)
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            reply = msgspec.json.decode(line, type=WarmReply)
+            self._replies[reply.id] = reply
+        reply = self._replies.pop(run_id)
+        return msgspec.structs.replace(reply, stderr=self._stderr_since(offset) + reply.stderr)
 
     def _stderr_since(self, offset: int) -> str:
         with open(self.stderr, "rb") as err:
@@ -172,10 +186,6 @@ class HostBootFailed(Exception):
         super().__init__("warm host did not start")
         self.stderr = stderr
         self.timed_out = timed_out
-
-
-def _now() -> float:
-    return os.times().elapsed
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

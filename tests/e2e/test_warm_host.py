@@ -9,6 +9,8 @@ the host cannot take runs cold; a timeout ends the host and the next run gets a 
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -17,8 +19,20 @@ import pytest
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.bridge.run import (
+    ModelCassette,
+    Row,
+    RunResult,
+    SubagentCassette,
+    ToolCassette,
+    _warm_boot,
+    find_host,
+    run,
+    unused_rows,
+)
+from dsh_sidecar.bridge.warm import WarmReply, WarmRun
 from dsh_sidecar.bridge.warm_pool import WarmPool
+from dsh_sidecar.python_core.session_log import read_session_log, session_log_candidates
 
 pytestmark = pytest.mark.e2e
 
@@ -186,3 +200,50 @@ def test_a_timeout_ends_the_host_and_the_next_run_gets_a_fresh_one(pool: WarmPoo
     fine = run('/mock run echo({"text": "after"})', cwd=tmp_path, rows=[ECHO], warm=pool)
     assert fine.ok, fine.explain()
     assert pool.boots == 2
+
+
+def test_two_concurrent_sessions_of_one_host_replay_their_own_cassettes(tmp_path: Path) -> None:
+    # Two recordings of different calls, then both replayed at once in one host (each script waits
+    # after its call, so the sessions overlap): each consumes exactly its own cassette.
+    folders = [tmp_path / "a", tmp_path / "b"]
+    for folder, text in zip(folders, ("alpha", "beta"), strict=True):
+        folder.mkdir()
+        steps = [{"tool": "echo", "args": {"text": text}}, {"wait": 400}, {"tool": "echo", "args": {"text": "end"}}]
+        (folder / "s.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": steps}))
+        recorded = run(script="s.json", cwd=folder, rows=[ECHO], record_mode="once",
+                       tool_cassette=ToolCassette(file="tools.ndjson", include=["echo"]))
+        assert recorded.ok, recorded.explain()
+    host = find_host(tmp_path)
+    boot = _warm_boot(host, "headless", [ECHO], [], unused_rows(host, "headless", [ECHO], []),
+                      host.environ(dict(os.environ)))
+    warm = boot.start(boot.key([]))
+    try:
+        sent = []
+        for i, folder in enumerate(folders):
+            config = {"toolCassette": {"mode": "replay", "file": str(folder / "tools.ndjson"), "include": ["echo"]},
+                      "liveTools": [], "report": str(folder / "report.json")}
+            offset = warm.send(WarmRun(id=i, cwd=str(folder), task='/mock replay "s.json"', config=config))
+            assert offset is not None
+            sent.append(offset)
+        # Read in the opposite order: a reply read first for the other run is kept for it.
+        replies = {i: warm.receive(i, sent[i], 60) for i in (1, 0)}
+    finally:
+        warm.close()
+    for i, folder in enumerate(folders):
+        reply = replies[i]
+        assert isinstance(reply, WarmReply) and reply.exitCode == 0, reply
+        report = json.loads((folder / "report.json").read_text())
+        [tool] = [c for c in report["cassettes"] if c["kind"] == "tool"]
+        assert (tool["consumed"], tool["unconsumed"], tool["poisoned"]) == (2, 0, False), report
+        assert report["sessions"] == [reply.sessionId]
+    assert isinstance(replies[0], WarmReply) and isinstance(replies[1], WarmReply)
+    assert replies[0].sessionId != replies[1].sessionId
+    # They did overlap: the second turn started before the first ended.
+    spans = []
+    for folder, reply in zip(folders, (replies[0], replies[1]), strict=True):
+        [log] = [p for p in session_log_candidates(str(host.dsh_home / "sessions"), str(folder), reply.sessionId)
+                 if os.path.exists(p)]
+        events = read_session_log(log)
+        spans.append((next(e["time"] for e in events if e["type"] == "turn/start"),
+                      next(e["time"] for e in events if e["type"] == "turn/end")))
+    assert spans[1][0] < spans[0][1] and spans[0][0] < spans[1][1], spans
