@@ -1,0 +1,219 @@
+"""The warm host's sidecar side over a real Unix socket: sessions opened from control lines,
+hooks routed by session, a run's reply, refusals by name, and a seeded fuzz of the control lines."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from anyio.abc import SocketStream
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from dsh_sidecar.bridge.later import Pending
+from dsh_sidecar.bridge.protocol import (
+    PROTOCOL_VERSION,
+    ExecuteParams,
+    InitializeParams,
+    RegistryParams,
+    ShutdownParams,
+    TurnParams,
+    WarmDoneParams,
+    WarmJob,
+    WarmNextParams,
+)
+from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.warm import WarmReply, WarmRun, WarmSessionUnknown
+from dsh_sidecar.python_core.errors import ProtocolError
+
+pytestmark = pytest.mark.anyio
+
+
+class Control:
+    """The run API's end of the control socket."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self.stream = stream
+        self.receive = BufferedByteReceiveStream(stream)
+
+    async def send(self, run: WarmRun | bytes) -> None:
+        await self.stream.send(run if isinstance(run, bytes) else msgspec.json.encode(run) + b"\n")
+
+    async def reply(self) -> WarmReply:
+        return msgspec.json.decode(await self.receive.receive_until(b"\n", 1 << 20), type=WarmReply)
+
+
+@pytest.fixture
+async def warm(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, Control]]:
+    path = str(tmp_path / "control.sock")
+    listener = await anyio.create_unix_listener(path)
+    sidecar = Sidecar()
+    async with listener:
+        result = await sidecar.initialize(InitializeParams(
+            protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
+        stream = await listener.accept()
+    assert result.warm and "warm" in result.hooks and result.registry == "contracts" and result.standIns == []
+    async with stream:
+        yield sidecar, Control(stream)
+
+
+async def _next(sidecar: Sidecar) -> WarmJob:
+    pending = sidecar.warm_next(WarmNextParams())
+    assert isinstance(pending, Pending)
+    job = await pending.answer()
+    assert isinstance(job, WarmJob)
+    return job
+
+
+def _call(session: str | None, n: int = 0) -> ExecuteParams:
+    return ExecuteParams(handle=f"h{n}", path="root/0", tool="echo", callId=f"c{n}", args='{"text":"x"}',
+                         sessionId=session)
+
+
+def _run(tmp_path: Path, id: int, config: dict[str, Any], task: str = "hi") -> WarmRun:
+    return WarmRun(id=id, cwd=str(tmp_path), task=task, config=config)
+
+
+async def test_a_run_becomes_a_session_whose_hooks_route_to_its_own_state(
+    warm: tuple[Sidecar, Control], tmp_path: Path,
+) -> None:
+    sidecar, control = warm
+    sidecar.tools_registry(RegistryParams(tools=[]))
+    await control.send(_run(tmp_path, 1, {"trace": "t1.jsonl"}))
+    await control.send(_run(tmp_path, 2, {"trace": "t2.jsonl", "liveTools": []}))
+    first, second = await _next(sidecar), await _next(sidecar)
+    assert (first.cwd, first.task) == (str(tmp_path), "hi") and first.sessionId != second.sessionId
+    # Each session decides with its own config: the second blocks live tools, the first does not.
+    assert sidecar.tools_execute(_call(first.sessionId, 1)).action == "next"  # type: ignore[union-attr]
+    refused = sidecar.tools_execute(_call(second.sessionId, 2))
+    assert refused.action == "refuse" and refused.code == "LIVE_TOOL_BLOCKED"  # type: ignore[union-attr]
+    with pytest.raises(WarmSessionUnknown, match="names no session"):
+        sidecar.tools_execute(_call(None))
+    with pytest.raises(WarmSessionUnknown, match="not open"):
+        sidecar.session_turn(TurnParams(sessionId="session-other", turn=1, phase="start"))
+    done = sidecar.warm_done(WarmDoneParams(sessionId=second.sessionId, text="ok", reason="completed"))
+    await done.answer()
+    reply = await control.reply()
+    assert (reply.id, reply.sessionId, reply.exitCode, reply.stdout) == (2, second.sessionId, 1, "ok\n")
+    assert reply.stderr.splitlines()[0].startswith("dsh-sidecar: LIVE_TOOL_BLOCKED: tool echo (call root/0)")
+    # The first session lives on; a closed one is unknown from now on.
+    assert sidecar.tools_execute(_call(first.sessionId, 3)).action == "next"  # type: ignore[union-attr]
+    with pytest.raises(WarmSessionUnknown):
+        sidecar.tools_execute(_call(second.sessionId, 4))
+    await sidecar.warm_done(WarmDoneParams(sessionId=first.sessionId, reason="error", code="X", message="m")).answer()
+    reply = await control.reply()
+    assert (reply.id, reply.exitCode, reply.stderr) == (1, 1, "dsh: X: m\n")
+
+
+async def test_a_refused_config_and_an_unsuited_run_are_answered_without_a_session(
+    warm: tuple[Sidecar, Control], tmp_path: Path,
+) -> None:
+    sidecar, control = warm
+    await control.send(_run(tmp_path, 1, {"toolCassette": {"mode": "replay", "file": "missing.ndjson",
+                                                           "include": ["echo"]}}))
+    await control.send(_run(tmp_path, 2, {"subagentCassette": {"mode": "record", "file": "a.jsonl"}}))
+    await control.send(_run(tmp_path, 3, {"unknown": 1}))
+    await control.send(_run(tmp_path, 4, {}))
+    job = await _next(sidecar)  # the three before it were answered on the socket
+    missing, unsuited, unknown = await control.reply(), await control.reply(), await control.reply()
+    assert missing.exitCode == 1 and str(tmp_path) not in missing.stderr
+    assert missing.stderr.splitlines() == [
+        "dsh-sidecar: INVALID_CONFIG: toolCassette.file: missing.ndjson does not exist (replay reads it)",
+        "dsh-sidecar: fix: record it first: run the same task once with toolCassette.mode: record, then replay; "
+        "or fix the path",
+    ]
+    assert unsuited.unsuited.startswith("a subagent cassette") and unsuited.exitCode == 0
+    assert unknown.stderr.startswith("dsh-sidecar: INVALID_CONFIG: unknown: unknown key")
+    assert unknown.stderr.splitlines()[1].startswith("dsh-sidecar: fix: ")
+    assert job.sessionId.startswith("session-")
+
+
+async def test_the_socket_closing_stops_the_runner_and_shutdown_fails_open_sessions(
+    warm: tuple[Sidecar, Control], tmp_path: Path,
+) -> None:
+    sidecar, control = warm
+    await control.send(_run(tmp_path, 7, {}))
+    job = await _next(sidecar)
+    result = await sidecar.shutdown(ShutdownParams())
+    assert result.exitCode == 0
+    reply = await control.reply()
+    assert (reply.id, reply.sessionId, reply.exitCode) == (7, job.sessionId, 1)
+    assert "dsh: the warm host exited during the run" in reply.stderr
+
+
+async def test_end_of_the_control_socket_is_stop(tmp_path: Path) -> None:
+    path = str(tmp_path / "c.sock")
+    listener = await anyio.create_unix_listener(path)
+    sidecar = Sidecar()
+    async with listener:
+        await sidecar.initialize(InitializeParams(
+            protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
+        stream = await listener.accept()
+    await stream.aclose()
+    assert (await _next(sidecar)).stop
+
+
+async def test_a_warm_row_with_other_keys_or_no_socket_is_refused_by_name(tmp_path: Path) -> None:
+    for config, field in (({"warm": str(tmp_path / "s"), "trace": "t"}, "trace"), ({"warm": ""}, "warm")):
+        with pytest.raises(Exception, match=f"INVALID_CONFIG: {field}: "):
+            await Sidecar().initialize(InitializeParams(
+                protocolVersion=PROTOCOL_VERSION, host={}, config=config, cwd=str(tmp_path), pid=1))
+    with pytest.raises(ProtocolError, match="cannot connect to the run API's control socket"):
+        await Sidecar().initialize(InitializeParams(
+            protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": str(tmp_path / "none")},
+            cwd=str(tmp_path), pid=1))
+
+
+def _garbled(rng: random.Random, tmp_path: Path) -> bytes:
+    good = msgspec.json.encode(_run(tmp_path, rng.randrange(1 << 31), {"trace": "t.jsonl"}))
+    kind = rng.randrange(5)
+    if kind == 0:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(1, 80))).replace(b"\n", b"") + b"\n"
+    if kind == 1:
+        cut = rng.randrange(len(good))
+        return good[:cut] + good[cut + 1:] + b"\n"
+    if kind == 2:
+        return b'{"id": "x", "cwd": 1, "task": null, "config": []}\n'
+    if kind == 3:
+        return b'{"id": 1, "cwd": "/", "task": "t", "config": {}, "extra": 1}\n'
+    return good + b"\n"
+
+
+async def test_fuzz_control_lines_open_a_session_or_fail_by_name(tmp_path: Path) -> None:
+    # SEED fixed: 300 lines, each through a fresh sidecar (a refused line ends that host's runner);
+    # the socket's write side closes after the line, so a run answered on the socket ends in stop.
+    rng = random.Random(23)
+    outcomes = {"session": 0, "answered": 0, "refused": 0}
+    for i in range(300):
+        path = str(tmp_path / f"f{i}.sock")
+        listener = await anyio.create_unix_listener(path)
+        sidecar = Sidecar()
+        async with listener:
+            await sidecar.initialize(InitializeParams(
+                protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
+            stream = await listener.accept()
+        async with stream:
+            await stream.send(_garbled(rng, tmp_path))
+            await stream.send_eof()
+            with anyio.fail_after(10):
+                try:
+                    job = await _next(sidecar)
+                except ProtocolError as error:
+                    assert str(error).startswith("PROTOCOL_ERROR: warm: the control line is not a run")
+                    outcomes["refused"] += 1
+                else:
+                    if job.stop:
+                        # Answered on the socket: a named line and its fix, exit 1, no session.
+                        reply = await Control(stream).reply()
+                        assert reply.exitCode == 1 and not reply.sessionId, reply
+                        assert reply.stderr.startswith("dsh-sidecar: ") and reply.stderr.split(":")[1].strip().isupper()
+                        outcomes["answered"] += 1
+                    else:
+                        assert job.sessionId.startswith("session-")
+                        outcomes["session"] += 1
+                await sidecar.shutdown(ShutdownParams())
+    assert min(outcomes.values()) > 10, outcomes
