@@ -1,8 +1,10 @@
 """Import the Python a test author names (stubs, filter functions) in the sidecar process.
 
-Rule (python_core/references.py checks the text): ``module:function`` is imported with the DSH
-cwd first on ``sys.path``; ``file.py:function`` is loaded from that file, relative to the DSH
-cwd, under a private module name. It happens once, at ``initialize``; a reference that cannot
+Rule (python_core/references.py checks the text): ``file.py:function``, and ``module:function``
+when the module is a file in the run's cwd (``module.py``, ``pkg/module.py``, a package's
+``__init__.py``), are executed from that file afresh under a private module name, with the cwd
+first on ``sys.path``; any other module is imported (an installed package). It happens once per
+run, when its session opens (a warm host runs many); a reference that cannot
 be imported or does not name a callable is the caller's named error, built from a value-free
 reason (the exception's class name only, never its text or the path).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
 from collections.abc import Callable
@@ -26,6 +29,21 @@ from dsh_sidecar.python_core.tool_cassette.errors import FilterUnresolved
 __all__ = ["resolve", "with_filter_functions"]
 
 
+# Names of the user modules executed from files (a counter: never one name twice in a process).
+_USER_MODULES = itertools.count()
+
+
+def _local_file(cwd: str, module_ref: str) -> str | None:
+    """The file ``module_ref`` names in ``cwd`` (``x.py``, or ``a.b`` as ``a/b.py`` or ``a/b/__init__.py``)."""
+    if module_ref.endswith(".py"):
+        return os.path.join(cwd, module_ref)
+    base = os.path.join(cwd, *module_ref.split("."))
+    for path in (base + ".py", os.path.join(base, "__init__.py")):
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def resolve(ref: str, cwd: str, unresolved: Callable[[str], SidecarError]) -> Callable[..., Any]:
     """Import the callable ``ref`` names.
 
@@ -34,18 +52,20 @@ def resolve(ref: str, cwd: str, unresolved: Callable[[str], SidecarError]) -> Ca
     """
     module_ref, _, function = ref.rpartition(":")
     try:
-        if module_ref.endswith(".py"):
-            path = os.path.join(cwd, module_ref)
-            name = f"dsh_sidecar_user_{len(sys.modules)}"
-            spec = importlib.util.spec_from_file_location(name, path)
+        local = _local_file(cwd, module_ref)
+        if local is not None:
+            # Executed afresh from the run's own folder: in a warm host, sessions in other folders
+            # may name a module of theirs the same, and a test may have edited it since.
+            if cwd not in sys.path:
+                sys.path.insert(0, cwd)  # the module's own imports of its siblings
+            name = f"dsh_sidecar_user_{next(_USER_MODULES)}"
+            spec = importlib.util.spec_from_file_location(name, local)
             if spec is None or spec.loader is None:
                 raise unresolved("the file cannot be imported")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
             spec.loader.exec_module(module)
         else:
-            if cwd not in sys.path:
-                sys.path.insert(0, cwd)
             module = importlib.import_module(module_ref)
     except SidecarError:
         raise
