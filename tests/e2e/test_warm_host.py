@@ -247,3 +247,21 @@ def test_two_concurrent_sessions_of_one_host_replay_their_own_cassettes(tmp_path
         spans.append((next(e["time"] for e in events if e["type"] == "turn/start"),
                       next(e["time"] for e in events if e["type"] == "turn/end")))
     assert spans[1][0] < spans[0][1] and spans[0][0] < spans[1][1], spans
+
+
+def test_a_stub_module_of_the_same_name_in_two_folders_serves_each_its_own_session(
+    pool: WarmPool, tmp_path: Path,
+) -> None:
+    # Two tests' own `doubles` modules, one host: each session runs its folder's file (and an edit).
+    outputs, rows = [], _weather(dead_url())
+    for folder, forecast in ((tmp_path / "a", "fog"), (tmp_path / "b", "hail"), (tmp_path / "a", "snow")):
+        folder.mkdir(exist_ok=True)
+        (folder / "doubles.py").write_text(
+            "def serve(args):\n"
+            f"    return {{'city': args['city'], 'forecast': {forecast!r}, 'temperatureC': 1}}\n")
+        result = run('/mock run weather_lookup({"city": "Oslo"})', cwd=folder, rows=rows,
+                     stubs={"weather_lookup": "doubles:serve"}, warm=pool)
+        assert result.ok, result.explain()
+        outputs.append(result.result("weather_lookup").output)
+    assert outputs == ["Oslo: fog, 1C", "Oslo: hail, 1C", "Oslo: snow, 1C"]
+    assert pool.boots == 1
