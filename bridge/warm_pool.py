@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -202,9 +203,14 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 class WarmPool:
-    """The warm hosts of this process: at most one, the composition of the latest run."""
+    """The warm hosts of this process: at most one, the composition of the latest run.
+
+    Thread-safe: threads sharing a pool take turns, one run at a time (for runs in parallel,
+    give each thread a pool of its own, or use pytest-xdist workers).
+    """
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
         self._host: _Host | None = None
         self._next_id = 0
         self.boots = 0
@@ -215,9 +221,13 @@ class WarmPool:
 
         ``None``: the run cannot share a host (its reply said why); run it in a process of its own.
         """
+        with self._lock:
+            return self._run(key, boot, WarmRun(id=0, cwd=str(cwd), task=task, config=config), timeout)
+
+    def _run(self, key: str, boot: WarmBoot, request: WarmRun, timeout: float) -> WarmOutcome | None:
         host = self._host
         if host is not None and (host.key != key or not host.alive()):
-            self.close()
+            self._close()
             host = None
         if host is None:
             try:
@@ -227,7 +237,7 @@ class WarmPool:
             self._host = host
             self.boots += 1
         self._next_id += 1
-        answer = host.run(WarmRun(id=self._next_id, cwd=str(cwd), task=task, config=config), timeout)
+        answer = host.run(msgspec.structs.replace(request, id=self._next_id), timeout)
         if isinstance(answer, WarmOutcome):
             self._host = None
             return answer
@@ -252,6 +262,10 @@ class WarmPool:
 
     def close(self) -> None:
         """End the warm host, if any."""
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         host, self._host = self._host, None
         if host is not None:
             host.close()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dshrun import ROOT, Dsh, wait_for
 
 from dsh_sidecar.bridge.pytest_plugin import DshRunner
@@ -134,6 +135,8 @@ def test_a_second_run_in_the_same_profile_still_works(dsh: DshRunner) -> None:
     assert len(sessions) == 2 and first.session_id != second.session_id
 
 
+# A process of its own: a warm host's sidecar imported the checkout when the host booted.
+@pytest.mark.dsh(cold=True)
 def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: DshRunner) -> None:
     plan = ROOT / "python_core" / "mock" / "plan.py"
     original = plan.read_text()
