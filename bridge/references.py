@@ -3,7 +3,7 @@
 Rule (python_core/references.py checks the text): ``file.py:function``, and ``module:function``
 when the module is a file in the run's cwd (``module.py``, ``pkg/module.py``, a package's
 ``__init__.py``), are executed from that file afresh under a private module name, with the cwd
-first on ``sys.path``; any other module is imported (an installed package). It happens once per
+first on ``sys.path`` while it runs; any other module is imported (an installed package). It happens once per
 run, when its session opens (a warm host runs many); a reference that cannot
 be imported or does not name a callable is the caller's named error, built from a value-free
 reason (the exception's class name only, never its text or the path).
@@ -56,15 +56,22 @@ def resolve(ref: str, cwd: str, unresolved: Callable[[str], SidecarError]) -> Ca
         if local is not None:
             # Executed afresh from the run's own folder: in a warm host, sessions in other folders
             # may name a module of theirs the same, and a test may have edited it since.
-            if cwd not in sys.path:
-                sys.path.insert(0, cwd)  # the module's own imports of its siblings
             name = f"dsh_sidecar_user_{next(_USER_MODULES)}"
             spec = importlib.util.spec_from_file_location(name, local)
             if spec is None or spec.loader is None:
                 raise unresolved("the file cannot be imported")
             module = importlib.util.module_from_spec(spec)
             sys.modules[name] = module
-            spec.loader.exec_module(module)
+            # The module's own imports of its siblings, while it runs; a warm host's sys.path does
+            # not grow by a folder per run.
+            added = cwd not in sys.path
+            if added:
+                sys.path.insert(0, cwd)
+            try:
+                spec.loader.exec_module(module)
+            finally:
+                if added:
+                    sys.path.remove(cwd)
         else:
             module = importlib.import_module(module_ref)
     except SidecarError:

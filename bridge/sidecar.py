@@ -129,6 +129,13 @@ class Sidecar:
     def warm_done(self, params: WarmDoneParams) -> Pending:
         """``warm/done``: a session's turn ended and its log is flushed: close it, answer its run."""
         warm = self._warm("warm/done")
+        if warm.is_open(params.sessionId):
+            # Calls the host never finished keep nothing of a closed session alive.
+            state = warm.state(params.sessionId, "warm/done")
+            for handle in [h for h, s in self._tool_sessions.items() if s is state]:
+                del self._tool_sessions[handle]
+            for number in [n for n, (s, _) in self._model_handles.items() if s is state]:
+                del self._model_handles[number]
         return Pending(lambda: warm.done(params))
 
     def _warm(self, method: str) -> WarmHost:

@@ -217,3 +217,24 @@ async def test_fuzz_control_lines_open_a_session_or_fail_by_name(tmp_path: Path)
                         outcomes["session"] += 1
                 await sidecar.shutdown(ShutdownParams())
     assert min(outcomes.values()) > 10, outcomes
+
+
+async def test_a_closed_session_leaves_nothing_behind(warm: tuple[Sidecar, Control], tmp_path: Path) -> None:
+    # 200 sessions opened and closed, each with a call whose result never came: each one's state is
+    # freed (memory stays flat over a long host; the call's handle kept every state alive before).
+    import gc
+    import weakref
+
+    sidecar, control = warm
+    assert sidecar.warm is not None
+    refs = []
+    for i in range(200):
+        await control.send(_run(tmp_path, i, {"liveTools": ["echo"]}))
+        job = await _next(sidecar)
+        refs.append(weakref.ref(sidecar.warm.state(job.sessionId, "test")))
+        sidecar.tools_execute(_call(job.sessionId, i))
+        await sidecar.warm_done(WarmDoneParams(sessionId=job.sessionId, reason="completed")).answer()
+        assert (await control.reply()).exitCode == 0
+    gc.collect()
+    assert [r for r in refs if r() is not None] == []
+    assert not sidecar.warm.is_open(job.sessionId)
