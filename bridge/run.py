@@ -43,6 +43,7 @@ import msgspec
 from dsh_sidecar.bridge.hostenv import HostEnv, host_env
 from dsh_sidecar.bridge.install import PACKAGE, heal_module_fallback, stale_local_plugins
 from dsh_sidecar.bridge.report import CassetteCounts, RunReport, read_report
+from dsh_sidecar.bridge.session_staging import SHARED_SESSIONS_VAR, STAGING_DIR, settle, staging_root
 from dsh_sidecar.bridge.warm_pool import WarmBoot, WarmOutcome, WarmPool, default_pool
 from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.mock import MockStatus, Script, encode_script, validate_script
@@ -678,13 +679,14 @@ def _sessions(host: HostEnv, report: RunReport) -> tuple[str | None, str | None,
     return session_id, path, [s for s, _, _ in found if s != session_id], events
 
 
-def _private_home(shared: Path, profile: str, private: Path) -> Path:
-    """A DSH_HOME for one run: links to everything of ``shared`` but the profile's ``cordis.yml``.
+def _private_home(shared: Path, profile: str, private: Path, sessions: Path) -> Path:
+    """A DSH_HOME for one run: links to everything of ``shared`` but the profile's ``cordis.yml``,
+    and ``sessions``, its own sessions root (``bridge/session_staging.py``).
 
     rc.8 rewrites ``profiles/<profile>/cordis.yml`` (truncate, then write) at every boot and reads
     it back; a second run booting at that moment reads an empty file and fails to load. A run
     whose profile folder is its own, with every other entry linked, never shares that file,
-    while sessions, plugins and patches stay the shared ones.
+    while plugins and patches stay the shared ones.
     """
     if not (shared / "profiles" / profile / "node_modules" / PACKAGE).is_dir():
         raise HostNotFound(
@@ -695,8 +697,9 @@ def _private_home(shared: Path, profile: str, private: Path) -> Path:
     profile_dir.mkdir(parents=True)
     (shared / "sessions").mkdir(parents=True, exist_ok=True)
     for entry in shared.iterdir():
-        if entry.name != "profiles":
+        if entry.name not in ("profiles", "sessions", STAGING_DIR):
             (home / entry.name).symlink_to(entry)
+    (home / "sessions").symlink_to(sessions)
     for entry in (shared / "profiles").iterdir():
         if entry.name != profile:
             (home / "profiles" / entry.name).symlink_to(entry)
@@ -811,6 +814,7 @@ def run(
         sidecar["trace"] = trace
     private = Path(tempfile.mkdtemp(prefix="dsh-run-"))
     scratch: list[Path] = []
+    scratch_dirs: list[Path] = []
     try:
         text = task if task is not None else _script_task(script, workdir, overwrite_wait_time_ms, scratch)  # type: ignore[arg-type]
         report_path = private / "report.json"
@@ -836,7 +840,11 @@ def run(
                 f"PLUGIN_STALE: {package} changed since `dsh-sidecar add-local-plugin` installed it; this run "
                 "uses the installed copy: run `dsh-sidecar add-local-plugin <its folder>` again"
             ), stacklevel=2)
-        environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private))
+        shared_sessions = host.dsh_home / "sessions"
+        environ[SHARED_SESSIONS_VAR] = os.path.realpath(shared_sessions)
+        staging = staging_root(host.dsh_home, private.name)
+        scratch_dirs.append(staging)
+        environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private, staging))
         # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
         # run's own goes away with `private`.
         (private / "tmp").mkdir()
@@ -855,6 +863,10 @@ def run(
         duration_ms = int((time.monotonic() - started) * 1000)
         report = read_report(str(report_path))
     finally:
+        for staging in scratch_dirs:
+            # The run's session logs join the shared folder, where its result and later runs find them.
+            settle(staging, host.dsh_home / "sessions")
+            shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(private, ignore_errors=True)
         for file in scratch:
             file.unlink(missing_ok=True)
@@ -889,7 +901,11 @@ def _warm_boot(host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequenc
     def patch_for(socket_path: str) -> str:
         return _patch_text({"warm": socket_path}, rows, False, False, skipped) + WARM_PATCH
 
-    return WarmBoot(argv, patch_for, base, lambda private: _private_home(host.dsh_home, profile, private))
+    def make_home(private: Path) -> tuple[Path, Path]:
+        staging = staging_root(host.dsh_home, private.name)
+        return _private_home(host.dsh_home, profile, private, staging), staging
+
+    return WarmBoot(argv, patch_for, base, make_home, host.dsh_home / "sessions")
 
 
 def _run_warm(warm: bool | WarmPool, host: HostEnv, profile: str, rows: Sequence[Row], extras: Sequence[Path],

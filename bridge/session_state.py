@@ -51,6 +51,7 @@ from dsh_sidecar.bridge.protocol import (
 )
 from dsh_sidecar.bridge.references import with_filter_functions
 from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.bridge.session_staging import SHARED_SESSIONS_VAR
 from dsh_sidecar.bridge.stubs import Stubs
 from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
 from dsh_sidecar.bridge.tool_hooks import ToolHooks
@@ -108,9 +109,13 @@ class SessionState:
         hooks: list[Hook] = []
         if config.mock.enabled:
             home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
-            # Resolved: the run API's private DSH_HOME links `sessions` to the shared folder.
-            sessions = os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))
-            self.mock = MockDriver(config.mock, self.trace, (sessions,))
+            # Resolved: the run API's private DSH_HOME links `sessions` to the run's own root, and
+            # names the shared one, where earlier runs' logs are (bridge/session_staging.py).
+            roots = [os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))]
+            shared = os.environ.get(SHARED_SESSIONS_VAR, "")
+            if shared and shared not in roots:
+                roots.append(shared)
+            self.mock = MockDriver(config.mock, self.trace, tuple(roots))
             hooks.append("llm")
         # The mock plan judges results by their error codes, which only tools/result carries.
         stubs = Stubs.load(config.stubs, config.cwd) if config.stubs else None

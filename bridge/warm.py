@@ -41,7 +41,8 @@ class WarmRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class WarmReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     """A run's outcome as a cold process would have shown it: exit code, stdout and stderr.
 
-    ``unsuited``: the run cannot share this host (why, in words); nothing of it ran.
+    ``unsuited``: the run cannot share this host (why, in words); nothing of it ran. ``ended``:
+    the host is exiting under the run (what it prints as it goes belongs to the run's stderr).
     """
 
     id: int
@@ -50,6 +51,7 @@ class WarmReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_de
     stdout: str = ""
     stderr: str = ""
     unsuited: str = ""
+    ended: bool = False
 
 
 class WarmSessionUnknown(ProtocolError):
@@ -172,7 +174,7 @@ class WarmHost:
         for session_id, found in list(self._open.items()):
             del self._open[session_id]
             params = WarmDoneParams(sessionId=session_id, failure="the warm host exited during the run")
-            await self._reply(await _finish(found, params))
+            await self._reply(msgspec.structs.replace(await _finish(found, params), ended=True))
         self._closed = True
         await self._stream.aclose()
         return ShutdownResult(exitCode=0, errors=[])

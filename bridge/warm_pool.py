@@ -25,6 +25,7 @@ from pathlib import Path
 
 import msgspec
 
+from dsh_sidecar.bridge.session_staging import settle
 from dsh_sidecar.bridge.warm import MAX_CONTROL_LINE, WarmReply, WarmRun
 
 __all__ = ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
@@ -64,13 +65,15 @@ class _Host:
     """One warm DSH process and its control connection."""
 
     def __init__(self, key: str, private: Path, proc: subprocess.Popen[bytes], conn: socket.socket,
-                 stderr: Path) -> None:
+                 stderr: Path, staging: Path, sessions: Path) -> None:
         self.key = key
         self.private = private
+        # The host's own sessions root and the shared one its session folders move to (session_staging.py).
+        self.staging = staging
+        self.sessions = sessions
         self.proc = proc
         self.conn = conn
         self.stderr = stderr
-        self.runs = 0
         self._buffer = b""
         self._replies: dict[int, WarmReply] = {}
         self._pidfd = os.pidfd_open(proc.pid)
@@ -78,15 +81,16 @@ class _Host:
 
     @classmethod
     def boot(cls, key: str, argv: list[str], cwd: Path, environ: dict[str, str], private: Path,
-             socket_path: Path) -> _Host:
+             socket_path: Path, staging: Path, sessions: Path) -> _Host:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(str(socket_path))
             listener.listen(1)
             stderr = private / "host.stderr"
-            with open(private / "host.stdout", "wb") as out, open(stderr, "wb") as err:
-                proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        start_new_session=True)
+            # Its stdout carries nothing of a run (the runner row is off; a run's text is in its reply).
+            with open(stderr, "wb") as err:
+                proc = subprocess.Popen(argv, cwd=cwd, env=environ, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
             pidfd = os.pidfd_open(proc.pid)
             try:
                 ready, _, _ = select.select([listener.fileno(), pidfd], [], [], _BOOT_TIMEOUT_S)
@@ -94,11 +98,11 @@ class _Host:
                 os.close(pidfd)
             if listener.fileno() not in ready:
                 _kill(proc)
-                raise HostBootFailed(stderr.read_text(errors="replace"), timed_out=not ready)
+                raise HostBootFailed("hung" if not ready else "exited")
             conn, _ = listener.accept()
         finally:
             listener.close()
-        return cls(key, private, proc, conn, stderr)
+        return cls(key, private, proc, conn, stderr, staging, sessions)
 
     def run(self, request: WarmRun, timeout: float) -> WarmOutcome | WarmReply:
         """Send ``request``; its reply, or the outcome of a host that died or timed out meanwhile."""
@@ -113,7 +117,6 @@ class _Host:
         Several runs may be sent before their replies are read: their sessions run concurrently.
         """
         offset = self.stderr.stat().st_size
-        self.runs += 1
         try:
             self.conn.sendall(msgspec.json.encode(request) + b"\n")
         except OSError:
@@ -137,6 +140,12 @@ class _Host:
             reply = msgspec.json.decode(line, type=WarmReply)
             self._replies[reply.id] = reply
         reply = self._replies.pop(run_id)
+        if reply.ended:
+            # The host is exiting under the run: what it prints until its end is the run's too.
+            lost = self._lost(offset, timed_out=False)
+            return WarmOutcome(exit_code=max(lost.exit_code, reply.exitCode), stdout=reply.stdout,
+                               stderr=lost.stderr + reply.stderr)
+        settle(self.staging, self.sessions)
         return msgspec.structs.replace(reply, stderr=self._stderr_since(offset) + reply.stderr)
 
     def _stderr_since(self, offset: int) -> str:
@@ -148,7 +157,7 @@ class _Host:
         """The host is gone or gave up: end it; the run's outcome is what it printed until its end."""
         self._end(kill=timed_out)
         stderr = self._stderr_since(offset)
-        self.close()
+        self.close()  # its session folders move to the shared root
         code = self.proc.returncode
         return WarmOutcome(exit_code=1 if code is None or code <= 0 else code, stdout="", stderr=stderr,
                            timed_out=timed_out)
@@ -177,16 +186,14 @@ class _Host:
             self._end()
         finally:
             os.close(self._pidfd)
+            settle(self.staging, self.sessions)
+            shutil.rmtree(self.staging, ignore_errors=True)
             shutil.rmtree(self.private, ignore_errors=True)
 
 
 class HostBootFailed(Exception):
-    """A warm host exited or hung before its sidecar connected: the run boots cold instead."""
-
-    def __init__(self, stderr: str, *, timed_out: bool) -> None:
-        super().__init__("warm host did not start")
-        self.stderr = stderr
-        self.timed_out = timed_out
+    """A warm host exited or hung before its sidecar connected: its runs boot cold instead, where
+    the boot's failure is printed as the run's own."""
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -212,6 +219,8 @@ class WarmPool:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._host: _Host | None = None
+        # Compositions whose host did not start: their runs go cold at once, not after a failed boot each.
+        self._unbootable: set[str] = set()
         self._next_id = 0
         self.boots = 0
 
@@ -230,9 +239,12 @@ class WarmPool:
             self._close()
             host = None
         if host is None:
+            if key in self._unbootable:
+                return None
             try:
                 host = boot.start(key)
             except HostBootFailed:
+                self._unbootable.add(key)
                 return None  # the cold path boots it again and prints why, in the run's own output
             self._host = host
             self.boots += 1
@@ -273,14 +285,16 @@ class WarmPool:
 
 class WarmBoot:
     """How to start the host of one composition: its argv, the patch layer for a control socket,
-    its environment and the maker of its private DSH_HOME."""
+    its environment, the maker of its private DSH_HOME (and that home's own sessions root) and
+    the shared sessions root its session folders move to."""
 
     def __init__(self, argv: list[str], patch_for: Callable[[str], str], environ: dict[str, str],
-                 make_home: Callable[[Path], Path]) -> None:
+                 make_home: Callable[[Path], tuple[Path, Path]], sessions: Path) -> None:
         self.argv = argv
         self.patch_for = patch_for
         self.environ = environ
         self.make_home = make_home
+        self.sessions = sessions
 
     def key(self, extras: Sequence[Path]) -> str:
         """The composition this boot makes (the socket path aside)."""
@@ -289,9 +303,11 @@ class WarmBoot:
     def start(self, key: str) -> _Host:
         """Boot the host and wait for its sidecar to connect."""
         private = Path(tempfile.mkdtemp(prefix="dsh-warm-"))
+        staging: Path | None = None
         try:
             environ = dict(self.environ)
-            environ["DSH_HOME"] = str(self.make_home(private))
+            home, staging = self.make_home(private)
+            environ["DSH_HOME"] = str(home)
             (private / "tmp").mkdir()
             environ["TMPDIR"] = str(private / "tmp")
             # The process's own cwd: plugins that write under process.cwd() write here (docs/warm-host.md).
@@ -301,8 +317,10 @@ class WarmBoot:
             patch.write_text(self.patch_for(str(socket_path)))
             # The task positional stays: rc.8's headless-startup parses it; the runner row is off.
             argv = [*self.argv, "--patch", str(patch), "warm-host"]
-            return _Host.boot(key, argv, private / "cwd", environ, private, socket_path)
+            return _Host.boot(key, argv, private / "cwd", environ, private, socket_path, staging, self.sessions)
         except BaseException:
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(private, ignore_errors=True)
             raise
 

@@ -45,7 +45,9 @@ def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: DshRunner) -
     assert [(r.is_error, r.output) for r in result.tool_results] == [(False, "echo:hi")]
     call_id = result.tool_calls[0].call_id
     trace = _trace(dsh.cwd)
-    seen = [line["method"] for line in trace if line.get("handle") == "h1"]
+    # Handles are the host process's (a warm host's sessions share one counter): this call's.
+    handle = next(line["handle"] for line in trace if line["method"] == "tools/execute")
+    seen = [line["method"] for line in trace if line.get("handle") == handle]
     assert seen == ["tools/execute", "tools/post-execute", "tools/result"]
     streams = [line for line in trace if line["method"] == "llm/stream" and line["purpose"] is None]
     assert [s["step"] for s in streams] == [1, 2]

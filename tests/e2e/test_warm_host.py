@@ -265,3 +265,17 @@ def test_a_stub_module_of_the_same_name_in_two_folders_serves_each_its_own_sessi
         outputs.append(result.result("weather_lookup").output)
     assert outputs == ["Oslo: fog, 1C", "Oslo: hail, 1C", "Oslo: snow, 1C"]
     assert pool.boots == 1
+
+
+def test_a_composition_that_cannot_boot_fails_each_run_as_a_cold_run_does(pool: WarmPool, tmp_path: Path) -> None:
+    # The tree fails to load after the sidecar connected: each run's host dies under the run, which
+    # fails with what the host printed, as a cold run fails; the next run boots a fresh host.
+    rows = [ECHO, Row("missing", "dsh-no-such-plugin", {}, insert=True)]
+    cold = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=rows)
+    assert cold.exit_code != 0
+    for _ in range(2):
+        warm = run('/mock run echo({"text": "a"})', cwd=tmp_path, rows=rows, warm=pool)
+        assert warm.exit_code == cold.exit_code == 1
+        # What the host printed as it went down is the run's: the tree's load error names the row.
+        assert "dsh-no-such-plugin; Cordis startup failed" in warm.stderr, warm.stderr
+    assert pool.boots == 2

@@ -69,6 +69,7 @@ EXPORTS: dict[str, list[str]] = {
         "run", "unused_rows",
     ],
     "bridge.server": ["MAX_LINE", "Server"],
+    "bridge.session_staging": ["SHARED_SESSIONS_VAR", "STAGING_DIR", "settle", "staging_root"],
     "bridge.session_state": ["EXIT_FAILED", "EXIT_MOCK_REFUSED", "SessionState"],
     "bridge.sidecar": ["Sidecar"],
     "bridge.stdio": ["FdReceiveStream", "FdSendStream", "NowaitReceive", "claim_stdout"],

@@ -89,13 +89,18 @@ def test_a_private_home_links_everything_but_the_profile_root(tmp_path: Path) ->
     (profile / "cordis.patch.yml").write_text("[]")
     (shared / "profiles" / "node_modules").mkdir()
     (shared / "cordis.patch.yml").write_text("[]")
-    home = _private_home(shared, "headless", tmp_path / "private")
+    (shared / ".run-sessions" / "other").mkdir(parents=True)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    home = _private_home(shared, "headless", tmp_path / "private", staging)
+    # The run's sessions root is its own (bridge/session_staging.py); no other run's staging is linked.
     assert sorted(os.listdir(home)) == ["cordis.patch.yml", "profiles", "sessions"]
-    assert (home / "sessions").resolve() == (shared / "sessions").resolve()
+    assert (home / "sessions").resolve() == staging.resolve()
+    assert (shared / "sessions").is_dir()
     assert sorted(os.listdir(home / "profiles" / "headless")) == ["cordis.patch.yml", "node_modules"]
     assert (home / "profiles" / "node_modules").is_symlink()
     with pytest.raises(HostNotFound, match="run `dsh-sidecar install --profile web`"):
-        _private_home(shared, "web", tmp_path / "private2")
+        _private_home(shared, "web", tmp_path / "private2", staging)
 
 
 def test_find_host_honours_the_variable_and_says_how_to_install(tmp_path: Path,
