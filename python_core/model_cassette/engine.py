@@ -334,8 +334,10 @@ class ModelCassette:
                 errors.append(failure)
         else:
             left = sorted(slot for slot in self._slots if slot not in self._consumed)
-            # The host may exit before asking for the title again: not asking is no failure.
-            unasked = [slot for slot in left if slot[0] in ABANDONABLE]
+            # The host may exit before asking for the title again: not asking is no failure. A
+            # title it did ask for and was refused (a poisoned replay) was asked for: no note.
+            unasked = [slot for slot in left
+                       if slot[0] in ABANDONABLE and slot[1] >= self._next_position.get(slot[0], 0)]
             self._notes += [f"model cassette: {lane}#{position} was not asked for (the host abandons it at exit)"
                             for lane, position in unasked]
             left = [slot for slot in left if slot[0] not in ABANDONABLE]

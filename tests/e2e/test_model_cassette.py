@@ -300,6 +300,7 @@ def test_one_run_three_cassettes_replays_offline_with_an_equal_session_log(tmp_p
     assert changed.exit_code == 1
     codes = [e.code for e in changed.errors]
     assert codes[0] == "MODEL_CASSETTE_MISMATCH" and "CASSETTE_UNCONSUMED" in codes, codes
+    assert "was not asked for" not in changed.stderr  # the host asked for the title; it was refused
     fixes = [line for line in changed.stderr.splitlines() if line.startswith("dsh-sidecar: fix: ")]
     assert "delete model.ndjson" in fixes[0] and "modelCassette.mode: record" in fixes[0], fixes
     assert any("tools.ndjson" in fix for fix in fixes[1:]), fixes
