@@ -215,10 +215,13 @@ def test_hooks_after_close_are_named(kit: Any, tmp_path: Path) -> None:
     cassette = _open(kit, tmp_path / "m.ndjson")
     handle = _forward(cassette, kit.request())
     cassette.close()
-    with pytest.raises(ModelCassetteClosed, match="model/request after shutdown"):
+    with pytest.raises(ModelCassetteClosed, match="model/request after shutdown") as request:
         cassette.admit(kit.request())
-    with pytest.raises(ModelCassetteClosed, match="model/recorded after shutdown"):
+    assert str(request.value).endswith("the model cassette is closed; no provider request was made")
+    with pytest.raises(ModelCassetteClosed, match="model/recorded after shutdown") as recorded:
         cassette.recorded(handle, msgspec.Raw(b"[]"), [], complete=False)
+    # That call's provider request was made: the message must not say otherwise.
+    assert str(recorded.value).endswith("the model cassette is closed, the call is not recorded")
 
 
 def test_a_deeply_nested_file_is_refused_by_name(tmp_path: Path) -> None:
