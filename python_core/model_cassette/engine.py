@@ -22,7 +22,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, Raw
 
-from dsh_sidecar.python_core.canonical import canonical_bytes, loads_strict
+from dsh_sidecar.python_core.canonical import MAX_DEPTH, canonical_bytes, loads_strict, too_deep
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
 from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
@@ -42,6 +42,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
     PROTOCOL,
     VERSION,
     CallFrame,
+    ChunkFacts,
     CompleteFrame,
     HeaderFrame,
     chunk_facts,
@@ -222,10 +223,14 @@ class ModelCassette:
         ``chunks`` are kept as the host serialized them (key order included), minus endpoints in
         failure texts (``endpoints.py``).
 
+        A call whose chunks are refused, or whose frame would nest deeper than verify accepts,
+        keeps the recording from completing (``MODEL_RECORDING_INCOMPLETE`` at close).
+
         Raises:
             ModelCassetteIOError: the frame could not be written (the recording stays partial).
             ModelCassetteClosed: the cassette was already closed (after ``shutdown``).
-            ProtocolError: ``handle`` is not an open forwarded call.
+            ProtocolError: ``handle`` is not an open forwarded call, or ``chunks`` is not a chunk
+                array of one offset per chunk that fits a frame.
             CanonicalJsonError: ``chunks`` is not strict JSON.
         """
         if self._closed is not None:
@@ -237,14 +242,13 @@ class ModelCassette:
         if not complete:
             self._unsettled(pending, f"{where} did not finish")
             return
-        loads_strict(bytes(chunks))
-        kept = Raw(scrub_endpoints(bytes(chunks)))
         try:
-            facts = chunk_facts(kept)
-        except msgspec.ValidationError:
-            raise ProtocolError("model/recorded: chunks is not an array of chunk objects with a type") from None
-        if facts.count != len(at_ms):
-            raise ProtocolError(f"model/recorded: {len(at_ms)} atMs for {facts.count} chunks")
+            kept, facts = _checked_chunks(chunks, at_ms)
+        except SidecarError as error:
+            # The call took its lane position: a recording published without it would have a
+            # gap that verify refuses (a file that cannot replay), so it cannot complete.
+            self._incomplete = self._incomplete or f"{where}: its chunks were refused ({error.code})"
+            raise
         if facts.finish == "none":
             self._unsettled(pending, f"{where} ended without a finish chunk")
             return
@@ -252,10 +256,13 @@ class ModelCassette:
             self._unsettled(pending, f"{where} was aborted")
             return
         parts = parts_of(pending.view)
+        view = Raw(canonical_bytes(pending.view)) if self.config.requestView == "full" else UNSET
+        if view is not UNSET and not _fits_a_frame(bytes(view)):
+            self._incomplete = self._incomplete or f"{where}: its request view {_TOO_DEEP_FOR_A_FRAME}"
+            return
         frame = CallFrame(
             seq=0, prev="", ordinal=self._recorded, lane=pending.lane, position=pending.position,
-            fingerprint=parts.fingerprint(), request=parts,
-            view=Raw(canonical_bytes(pending.view)) if self.config.requestView == "full" else UNSET,
+            fingerprint=parts.fingerprint(), request=parts, view=view,
             chunks=kept, atMs=tuple(max(0, round(ms)) for ms in _monotone(at_ms)),
             finish=facts.finish, toolCalls=facts.tool_calls,
         )
@@ -327,8 +334,10 @@ class ModelCassette:
                 errors.append(failure)
         else:
             left = sorted(slot for slot in self._slots if slot not in self._consumed)
-            # The host may exit before asking for the title again: not asking is no failure.
-            unasked = [slot for slot in left if slot[0] in ABANDONABLE]
+            # The host may exit before asking for the title again: not asking is no failure. A
+            # title it did ask for and was refused (a poisoned replay) was asked for: no note.
+            unasked = [slot for slot in left
+                       if slot[0] in ABANDONABLE and slot[1] >= self._next_position.get(slot[0], 0)]
             self._notes += [f"model cassette: {lane}#{position} was not asked for (the host abandons it at exit)"
                             for lane, position in unasked]
             left = [slot for slot in left if slot[0] not in ABANDONABLE]
@@ -352,6 +361,35 @@ class ModelCassette:
                 failure = error
         self.recorder.abandon()
         return self.report(failure, published)
+
+
+_TOO_DEEP_FOR_A_FRAME = f"nests deeper than {MAX_DEPTH - 1} levels (its frame line would exceed {MAX_DEPTH})"
+
+
+def _fits_a_frame(value: bytes) -> bool:
+    """Whether JSON ``value`` stays within the line depth verify accepts once a frame member."""
+    # The frame object adds one level: a value at the decoder's own limit makes a line verify refuses.
+    return not too_deep(b"[" + value + b"]")
+
+
+def _checked_chunks(chunks: Raw, at_ms: list[float]) -> tuple[Raw, ChunkFacts]:
+    """The chunks of one ``model/recorded`` as they will be kept, with their summary.
+
+    Raises:
+        CanonicalJsonError: ``chunks`` is not strict JSON.
+        ProtocolError: not a chunk array, nested too deep for a frame, or not one offset per chunk.
+    """
+    loads_strict(bytes(chunks))
+    if not _fits_a_frame(bytes(chunks)):
+        raise ProtocolError(f"model/recorded: chunks {_TOO_DEEP_FOR_A_FRAME}")
+    kept = Raw(scrub_endpoints(bytes(chunks)))
+    try:
+        facts = chunk_facts(kept)
+    except msgspec.ValidationError:
+        raise ProtocolError("model/recorded: chunks is not an array of chunk objects with a type") from None
+    if facts.count != len(at_ms):
+        raise ProtocolError(f"model/recorded: {len(at_ms)} atMs for {facts.count} chunks")
+    return kept, facts
 
 
 def _monotone(values: list[float]) -> list[float]:

@@ -119,7 +119,10 @@ class ModelCassetteClosed(SidecarError):
     code = "MODEL_CASSETTE_CLOSED"
 
     def __init__(self, method: str) -> None:
-        super().__init__(f"{method} after shutdown: the model cassette is closed; no provider request was made")
+        # A late ``model/recorded`` reports a provider request already made: only a refused
+        # ``model/request`` can say none was.
+        made = "; no provider request was made" if method == "model/request" else ", the call is not recorded"
+        super().__init__(f"{method} after shutdown: the model cassette is closed{made}")
 
 
 class ModelRequestInvalid(SidecarError):

@@ -300,6 +300,7 @@ def test_one_run_three_cassettes_replays_offline_with_an_equal_session_log(tmp_p
     assert changed.exit_code == 1
     codes = [e.code for e in changed.errors]
     assert codes[0] == "MODEL_CASSETTE_MISMATCH" and "CASSETTE_UNCONSUMED" in codes, codes
+    assert "was not asked for" not in changed.stderr  # the host asked for the title; it was refused
     fixes = [line for line in changed.stderr.splitlines() if line.startswith("dsh-sidecar: fix: ")]
     assert "delete model.ndjson" in fixes[0] and "modelCassette.mode: record" in fixes[0], fixes
     assert any("tools.ndjson" in fix for fix in fixes[1:]), fixes
@@ -447,6 +448,33 @@ def test_real_stream_shapes_record_and_replay_byte_equal_and_the_slow_title_is_l
     # Byte for byte, key order included: the chunks reach the host as the provider route built them.
     assert _log_bytes(replay) == _log_bytes(record)
     assert b'"cacheReadTokens":0' in _log_bytes(record)  # the usage-only last chunk's cached tokens
+
+
+def test_a_fast_single_step_turn_whose_title_outlives_it_records_and_replays_with_exit_0(tmp_path: Path) -> None:
+    # The user's case: one answer, the title call still streaming at exit. Without a cassette
+    # the turn exits 0; recording it must too (it failed MODEL_RECORDING_INCOMPLETE, exit 1).
+    slow_title = {"title_reply": {"text": "Weather", "delay": 60},
+                  "conversations": [{"match": "weather in", "replies": [{"text": "It is sunny in Paris, 21C."}]}]}
+    cassette = ModelCassette(file="model.ndjson")
+    with deepseek_server(tmp_path, slow_title) as provider:
+        plain = run(WEATHER_TASK, cwd=tmp_path, rows=[], env=provider.env(CANARY))
+        record = run(WEATHER_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, record_mode="once",
+                     env=provider.env(CANARY))
+        kinds = sorted(r["kind"] for r in provider.requests())
+    assert kinds == ["conversation", "conversation", "title", "title"]  # both runs asked for a title
+    assert plain.exit_code == 0, plain.explain()
+    assert record.exit_code == 0, record.explain()
+    assert record.model_cassette is not None
+    assert (record.model_cassette.recorded, record.model_cassette.published) == (1, True)
+    assert record.stderr.count("session-title#0 had not settled at exit") == 1
+    assert _cli("verify", str(tmp_path / "model.ndjson")).stdout == (
+        "valid: dsh-model-cassette v2: 1 calls (model 1), 3 frames, complete tail\n"
+    )
+    replay = run(WEATHER_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, env=_offline())
+    assert replay.exit_code == 0, replay.explain()
+    assert replay.final_text == record.final_text == "It is sunny in Paris, 21C."
+    assert replay.model_cassette is not None
+    assert (replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (1, 0)
 
 
 FAIL_TASK = "Retry until the weather answers."

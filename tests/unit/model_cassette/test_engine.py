@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from dsh_sidecar.python_core.errors import ProtocolError
-from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Pass, Serve
+from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Pass, Serve, verify_file
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
     ModelCassetteMismatch,
@@ -130,3 +130,65 @@ def test_a_report_for_an_unknown_handle_is_a_protocol_error(kit: Any, tmp_path: 
 
     with pytest.raises(ProtocolError, match="handle 9, which is not an open recorded call"):
         cassette.recorded(9, msgspec.Raw(kit.text_chunks()), [0.0] * 5, complete=True)
+
+
+def _nested_chunks(depth: int) -> bytes:
+    """A text answer whose first chunk carries an array nesting the whole array ``depth`` deep."""
+    inner = b"[" * (depth - 2) + b"]" * (depth - 2)  # inside the chunk array and the chunk object
+    return (b'[{"type":"text-delta","index":0,"text":"hi","extra":' + inner
+            + b'},{"type":"finish","reason":{"kind":"stop"}}]')
+
+
+@pytest.mark.parametrize(("chunks", "offsets", "code"), [
+    (b'[{"type":"finish","type":"finish","reason":{"kind":"stop"}}]', 1, "NON_CANONICAL_JSON"),
+    (b'[{"type":"finish","reason":{"kind":"stop"}}]', 2, "PROTOCOL_ERROR"),  # one offset too many
+    (b"[1]", 1, "PROTOCOL_ERROR"),
+    (_nested_chunks(256), 2, "PROTOCOL_ERROR"),  # its frame line would nest 257 levels
+], ids=["duplicate key", "offsets", "not chunks", "too deep for a frame"])
+def test_a_refused_model_recorded_keeps_the_recording_from_publishing(
+    kit: Any, tmp_path: Path, chunks: bytes, offsets: int, code: str,
+) -> None:
+    # Published without the refused call, the file would miss lane position 0: verify refuses it.
+    path = tmp_path / "m.ndjson"
+    cassette = ModelCassette.open(kit.config(path), cwd=kit.CWD, host_version="x")
+    first = cassette.admit(kit.request())
+    assert isinstance(first, Forward)
+    with pytest.raises(SidecarError) as refused:
+        cassette.recorded(first.handle, msgspec.Raw(chunks), [0.0] * offsets, complete=True)
+    assert refused.value.code == code
+    second = cassette.admit(kit.request())
+    assert isinstance(second, Forward)
+    cassette.recorded(second.handle, msgspec.Raw(kit.text_chunks()), [0.0] * 5, complete=True)
+    report = cassette.close()
+
+    assert not report.published and [type(e) for e in report.errors] == [ModelRecordingIncomplete]
+    assert f"model call model#0: its chunks were refused ({code})" in str(report.errors[0])
+    assert sorted(os.listdir(tmp_path)) == ["m.ndjson.partial"]
+
+
+def test_chunks_and_a_full_view_one_level_short_of_the_limit_record_and_verify(kit: Any, tmp_path: Path) -> None:
+    deep_view = [[]]
+    for _ in range(250):
+        deep_view = [deep_view]
+    # The view {messages: [{content: ...}]} nests 255 levels; the chunks 255: each line 256.
+    request = kit.request(extra=[{"id": "m-2", "role": "user", "source": {"kind": "user"}, "content": deep_view}])
+    path = kit.record(tmp_path / "m.ndjson", [(request, _nested_chunks(255))], requestView="full")
+
+    assert verify_file(str(path)).valid
+
+
+def test_a_full_view_too_deep_for_a_frame_keeps_the_recording_from_publishing(kit: Any, tmp_path: Path) -> None:
+    deep_view = [[]]
+    for _ in range(251):
+        deep_view = [deep_view]
+    request = kit.request(extra=[{"id": "m-2", "role": "user", "source": {"kind": "user"}, "content": deep_view}])
+    cassette = ModelCassette.open(kit.config(tmp_path / "m.ndjson", requestView="full"), cwd=kit.CWD,
+                                  host_version="x")
+    decision = cassette.admit(request)  # the view itself nests 256 levels: within the limit
+    assert isinstance(decision, Forward)
+    cassette.recorded(decision.handle, msgspec.Raw(kit.text_chunks()), [0.0] * 5, complete=True)
+    report = cassette.close()
+
+    assert not report.published and [type(e) for e in report.errors] == [ModelRecordingIncomplete]
+    assert "model call model#0: its request view nests deeper than 255 levels" in str(report.errors[0])
+    assert sorted(os.listdir(tmp_path)) == ["m.ndjson.partial"]

@@ -14,6 +14,8 @@ from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Serve
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCallLeftOut,
     ModelCassetteClosed,
+    ModelCassetteMismatch,
+    ModelReplayPoisoned,
     ModelRequestInvalid,
 )
 from dsh_sidecar.python_core.model_cassette.format import HeaderFrame, decode_frame
@@ -127,6 +129,19 @@ def test_a_recorded_title_the_replay_never_asks_for_is_a_note(kit: Any, tmp_path
     assert replay.notes() == ["model cassette: session-title#0 was not asked for (the host abandons it at exit)"]
 
 
+def test_a_title_refused_by_a_poisoned_replay_was_asked_for_and_gets_no_note(kit: Any, tmp_path: Path) -> None:
+    path = kit.record(tmp_path / "m.ndjson", [(kit.request(), kit.text_chunks()),
+                                              (kit.request(**TITLE), kit.text_chunks("T"))])
+    replay = _open(kit, path, "replay")
+    with pytest.raises(ModelCassetteMismatch):
+        replay.admit(kit.request(text="a changed prompt"))
+    with pytest.raises(ModelReplayPoisoned):
+        replay.admit(kit.request(**TITLE))  # the host did ask for the title
+
+    assert [e.code for e in replay.close().errors] == ["MODEL_CASSETTE_MISMATCH"]
+    assert replay.notes() == []
+
+
 def test_replayed_chunks_are_the_bytes_the_host_sent_key_order_included(kit: Any, tmp_path: Path) -> None:
     chunks = b'[{"type":"usage","usage":{"outputTokens":2,"inputTokens":1}},{"type":"finish","reason":{"kind":"stop"}}]'
     path = kit.record(tmp_path / "m.ndjson", [(kit.request(), chunks)])
@@ -200,10 +215,13 @@ def test_hooks_after_close_are_named(kit: Any, tmp_path: Path) -> None:
     cassette = _open(kit, tmp_path / "m.ndjson")
     handle = _forward(cassette, kit.request())
     cassette.close()
-    with pytest.raises(ModelCassetteClosed, match="model/request after shutdown"):
+    with pytest.raises(ModelCassetteClosed, match="model/request after shutdown") as request:
         cassette.admit(kit.request())
-    with pytest.raises(ModelCassetteClosed, match="model/recorded after shutdown"):
+    assert str(request.value).endswith("the model cassette is closed; no provider request was made")
+    with pytest.raises(ModelCassetteClosed, match="model/recorded after shutdown") as recorded:
         cassette.recorded(handle, msgspec.Raw(b"[]"), [], complete=False)
+    # That call's provider request was made: the message must not say otherwise.
+    assert str(recorded.value).endswith("the model cassette is closed, the call is not recorded")
 
 
 def test_a_deeply_nested_file_is_refused_by_name(tmp_path: Path) -> None:
