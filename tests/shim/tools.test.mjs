@@ -50,7 +50,20 @@ test('paths: roots count up, a parent token or the calling context nests a child
   assert.deepEqual(requests.map((r) => [r.params.tool, r.params.path]), [
     ['outer', 'root/0'], ['inner', 'root/0/0'], ['by-token', 'root/0/1'], ['second', 'root/1'],
   ])
-  assert.deepEqual(requests[0].params, { handle: 'h1', path: 'root/0', tool: 'outer', callId: requests[0].params.callId, args: '{"text":"hi"}' })
+  assert.deepEqual(requests[0].params, { handle: 'h1', path: 'root/0', tool: 'outer', callId: requests[0].params.callId, args: '{"text":"hi"}', sessionId: null })
+})
+
+test('paths: each calling agent numbers its own roots, and execute names its session', async () => {
+  // Sessions of one warm host share the hooks: each session's first call is root/0.
+  const { requests, on } = setup()
+  const execute = on('tools/execute')
+  const a = { id: 'session-a' }
+  const b = { id: 'session-b' }
+  for (const agent of [a, b, a, b, b]) await execute(exec('echo', { agent }), async () => OK)
+  assert.deepEqual(requests.map((r) => [r.params.sessionId, r.params.path]), [
+    ['session-a', 'root/0'], ['session-b', 'root/0'], ['session-a', 'root/1'], ['session-b', 'root/1'],
+    ['session-b', 'root/2'],
+  ])
 })
 
 test('next runs the body; post: false skips the post-execute round trip', async () => {
