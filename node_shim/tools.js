@@ -45,10 +45,11 @@ class SidecarError extends HarnessError {}
  * @param {'none' | 'names' | 'contracts'} [registry] @param {boolean} [warm]
  */
 export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry = 'none', warm = false) {
-  /** @type {AsyncLocalStorage<string>} */
+  /** a call's path and how many children it has numbered so far @typedef {{ path: string, children: number }} CallNode */
+  /** the call whose context this is @type {AsyncLocalStorage<CallNode>} */
   const als = new AsyncLocalStorage()
-  /** @type {WeakMap<ToolExecutionToken, string>} */
-  const tokenPath = new WeakMap()
+  /** @type {WeakMap<ToolExecutionToken, CallNode>} */
+  const tokenNode = new WeakMap()
   /** @type {WeakMap<ToolExecutionToken, string>} */
   const tokenHandle = new WeakMap()
   /** calls whose post-execute Python said it does not need (`post: false`) @type {WeakSet<ToolExecutionToken>} */
@@ -56,8 +57,6 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
   /** calls whose tool definition Python asked for (`describe`) @type {WeakSet<ToolExecutionToken>} */
   const describe = new WeakSet()
   const standing = installRegistry(ctx, rpc, standIns, registry, warm)
-  /** @type {Map<string, number>} */
-  const children = new Map()
   /** the handle of the call whose real body runs in this async context @type {AsyncLocalStorage<string>} */
   const bodyOf = new AsyncLocalStorage()
   /**
@@ -80,23 +79,21 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
   ctx.on('tools/execute', (dispatched, next) => {
     // rc.8 hands this listener the registry's run context (see ToolCall in types.d.ts).
     const exec = /** @type {ToolCall} */ (dispatched)
-    const parentPath = exec.parent !== undefined ? tokenPath.get(exec.parent) : als.getStore()
+    const parent = exec.parent !== undefined ? tokenNode.get(exec.parent) : als.getStore()
     let path
-    if (parentPath === undefined) {
+    if (parent === undefined) {
       // Numbered per session: sessions sharing a warm host number their calls as a process of their own.
       const n = exec.agent === undefined ? agentless++ : roots.get(exec.agent) ?? 0
       if (exec.agent !== undefined) roots.set(exec.agent, n + 1)
       path = `root/${n}`
     }
-    else {
-      const n = children.get(parentPath) ?? 0
-      children.set(parentPath, n + 1)
-      path = `${parentPath}/${n}`
-    }
-    tokenPath.set(exec.token, path)
-    if (!ask) return als.run(path, next)
+    else path = `${parent.path}/${parent.children++}`
+    /** @type {CallNode} */
+    const node = { path, children: 0 }
+    tokenNode.set(exec.token, node)
+    if (!ask) return als.run(node, next)
     const handle = handleOf(exec)
-    return als.run(path, async () => {
+    return als.run(node, async () => {
       let decision
       try {
         decision = await rpc.request('tools/execute', {
@@ -137,7 +134,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
     let decision
     try {
       decision = await rpc.request('tools/post-execute', {
-        handle, path: tokenPath.get(exec.token) ?? null, tool: exec.name, result, host,
+        handle, path: tokenNode.get(exec.token)?.path ?? null, tool: exec.name, result, host,
         ...(describe.has(exec.token) ? { definition: contractOf(ctx.tools.get(exec.name, exec.agent)) } : {}),
       })
     } catch (error) {
@@ -151,7 +148,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
   ctx.on('tools/result', (exec, result) => {
     hostState.delete(handleOf(exec))
     rpc.notify('tools/result', {
-      handle: handleOf(exec), path: tokenPath.get(exec.token) ?? null, tool: exec.name, callId: String(exec.callId), result,
+      handle: handleOf(exec), path: tokenNode.get(exec.token)?.path ?? null, tool: exec.name, callId: String(exec.callId), result,
       sessionId: exec.agent === undefined ? null : String(exec.agent.id),
     })
   })

@@ -66,6 +66,25 @@ test('paths: each calling agent numbers its own roots, and execute names its ses
   ])
 })
 
+test('paths: a child is numbered under its own parent call, not under another session\'s same path', async () => {
+  // Two sessions' root/0 calls each nest a child: both are root/0/0 (a count kept by path string
+  // made the second one root/0/1).
+  const { requests, on } = setup()
+  const execute = on('tools/execute')
+  for (const agent of [{ id: 'session-a' }, { id: 'session-b' }]) {
+    const outer = exec('relay', { agent })
+    await execute(outer, async () => {
+      await execute(exec('echo', { agent }), async () => OK)
+      return OK
+    })
+    await execute(exec('echo', { agent, parent: outer.token }), async () => OK)
+  }
+  assert.deepEqual(requests.map((r) => [r.params.sessionId, r.params.path]), [
+    ['session-a', 'root/0'], ['session-a', 'root/0/0'], ['session-a', 'root/0/1'],
+    ['session-b', 'root/0'], ['session-b', 'root/0/0'], ['session-b', 'root/0/1'],
+  ])
+})
+
 test('next runs the body; post: false skips the post-execute round trip', async () => {
   const { requests, on } = setup(() => ({ action: 'next', post: false }))
   const call = exec()
