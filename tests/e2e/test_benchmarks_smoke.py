@@ -26,7 +26,7 @@ FIGURES = {
                     r"llm-pi-ai +\d+ ms wall, +\d+ ms CPU; without it [+-]\d",
                     r"warm replayed test, 3-step mock script: median \d+ ms wall, turn \d",
                     r"-n 2: warm [\d.]+ s, cold [\d.]+ s wall; cold/warm [\d.]+x",
-                    r"after \d+ sessions: [\d.]+ MiB; after"],
+                    r"full GC after each session .* after \d+ sessions [\d.]+ MiB, after \d+: [\d.]+ MiB"],
     "bench_warm_host": [r"warm session \(2nd on\): median \d", r"ratio warm session/cold boot: \d",
                         r"RSS after session \d+: \d"],
     "bench_tool_cassette": [r"ratio pass-through/no-sidecar per call: median \d"],
