@@ -119,6 +119,25 @@ def test_a_tool_cassette_recorded_cold_replays_warm_and_the_reverse_with_the_ser
     assert pool.boots == 2
 
 
+def test_a_model_cassette_recorded_warm_replays_cold(pool: WarmPool, tmp_path: Path) -> None:
+    cassette = ModelCassette(file="model.ndjson")
+    tools = ToolCassette(file="tools.ndjson", include=["weather_lookup"])
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        record = run(WEATHER_TASK, cwd=tmp_path, rows=_weather(weather.url), env=provider.env(CANARY),
+                     model_cassette=cassette, tool_cassette=tools, record_mode="once", warm=pool)
+    assert record.ok, record.explain()
+    assert record.model_cassette is not None and record.model_cassette.published
+    assert pool.boots == 1
+    # Provider and service gone, a process of its own: the warm recording's fingerprints match.
+    replay = run(WEATHER_TASK, cwd=tmp_path, rows=_weather(dead_url()), env={"DEEPSEEK_BASE_URL": dead_url()},
+                 model_cassette=cassette, tool_cassette=tools)
+    assert replay.ok, replay.explain()
+    assert replay.model_cassette is not None
+    assert (replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (record.model_cassette.recorded, 0)
+    assert replay.final_text == record.final_text
+    assert _log(replay) == _log(record)
+
+
 def test_a_model_cassette_recorded_cold_replays_warm_with_equal_fingerprints(pool: WarmPool, tmp_path: Path) -> None:
     cassette = ModelCassette(file="model.ndjson")
     tools = ToolCassette(file="tools.ndjson", include=["weather_lookup"])
