@@ -814,7 +814,7 @@ def run(
         sidecar["trace"] = trace
     private = Path(tempfile.mkdtemp(prefix="dsh-run-"))
     scratch: list[Path] = []
-    scratch_dirs: list[Path] = []
+    staging: Path | None = None
     try:
         text = task if task is not None else _script_task(script, workdir, overwrite_wait_time_ms, scratch)  # type: ignore[arg-type]
         report_path = private / "report.json"
@@ -840,15 +840,7 @@ def run(
                 f"PLUGIN_STALE: {package} changed since `dsh-sidecar add-local-plugin` installed it; this run "
                 "uses the installed copy: run `dsh-sidecar add-local-plugin <its folder>` again"
             ), stacklevel=2)
-        shared_sessions = host.dsh_home / "sessions"
-        environ[SHARED_SESSIONS_VAR] = os.path.realpath(shared_sessions)
-        staging = staging_root(host.dsh_home, private.name)
-        scratch_dirs.append(staging)
-        environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private, staging))
-        # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
-        # run's own goes away with `private`.
-        (private / "tmp").mkdir()
-        environ["TMPDIR"] = str(private / "tmp")
+        environ[SHARED_SESSIONS_VAR] = os.path.realpath(host.dsh_home / "sessions")
         if compile_cache:
             # V8 code cache of the ~1,650 modules a boot loads: same code, less compiling.
             environ.setdefault("NODE_COMPILE_CACHE", str(host.prefix / COMPILE_CACHE_DIR))
@@ -857,13 +849,21 @@ def run(
         if warm is not False and _warm_suits(profile, subagent_cassette, mock):
             outcome = _run_warm(warm, host, profile, rows, extras, skipped, environ, sidecar, workdir, text, timeout)
         if outcome is None:
+            # A process of its own: its private home, sessions root and temporary folder.
+            staging = staging_root(host.dsh_home, private.name)
+            environ["DSH_HOME"] = str(_private_home(host.dsh_home, profile, private, staging))
+            # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
+            # run's own goes away with `private`.
+            (private / "tmp").mkdir()
+            environ["TMPDIR"] = str(private / "tmp")
+            started = time.monotonic()
             code, out, err, timed_out = _execute([*argv, text], workdir, environ, timeout)
         else:
             code, out, err, timed_out = outcome.exit_code, outcome.stdout, outcome.stderr, outcome.timed_out
         duration_ms = int((time.monotonic() - started) * 1000)
         report = read_report(str(report_path))
     finally:
-        for staging in scratch_dirs:
+        if staging is not None:
             # The run's session logs join the shared folder, where its result and later runs find them.
             settle(staging, host.dsh_home / "sessions")
             shutil.rmtree(staging, ignore_errors=True)

@@ -47,9 +47,9 @@ class Control:
         return msgspec.json.decode(await self.receive.receive_until(b"\n", 1 << 20), type=WarmReply)
 
 
-@pytest.fixture
-async def warm(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, Control]]:
-    path = str(tmp_path / "control.sock")
+async def _connected(tmp_path: Path, name: str) -> tuple[Sidecar, SocketStream]:
+    """A warm sidecar initialized against a control socket of the test's, and that socket's run API end."""
+    path = str(tmp_path / name)
     listener = await anyio.create_unix_listener(path)
     sidecar = Sidecar()
     async with listener:
@@ -57,6 +57,12 @@ async def warm(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, Control]]:
             protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
         stream = await listener.accept()
     assert result.warm and "warm" in result.hooks and result.registry == "contracts" and result.standIns == []
+    return sidecar, stream
+
+
+@pytest.fixture
+async def warm(tmp_path: Path) -> AsyncIterator[tuple[Sidecar, Control]]:
+    sidecar, stream = await _connected(tmp_path, "control.sock")
     async with stream:
         yield sidecar, Control(stream)
 
@@ -146,13 +152,7 @@ async def test_the_socket_closing_stops_the_runner_and_shutdown_fails_open_sessi
 
 
 async def test_end_of_the_control_socket_is_stop(tmp_path: Path) -> None:
-    path = str(tmp_path / "c.sock")
-    listener = await anyio.create_unix_listener(path)
-    sidecar = Sidecar()
-    async with listener:
-        await sidecar.initialize(InitializeParams(
-            protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
-        stream = await listener.accept()
+    sidecar, stream = await _connected(tmp_path, "c.sock")
     await stream.aclose()
     assert (await _next(sidecar)).stop
 
@@ -189,13 +189,7 @@ async def test_fuzz_control_lines_open_a_session_or_fail_by_name(tmp_path: Path)
     rng = random.Random(23)
     outcomes = {"session": 0, "answered": 0, "refused": 0}
     for i in range(300):
-        path = str(tmp_path / f"f{i}.sock")
-        listener = await anyio.create_unix_listener(path)
-        sidecar = Sidecar()
-        async with listener:
-            await sidecar.initialize(InitializeParams(
-                protocolVersion=PROTOCOL_VERSION, host={}, config={"warm": path}, cwd=str(tmp_path), pid=1))
-            stream = await listener.accept()
+        sidecar, stream = await _connected(tmp_path, f"f{i}.sock")
         async with stream:
             await stream.send(_garbled(rng, tmp_path))
             await stream.send_eof()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,18 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = ROOT / ".host"
 DSH = HOST / "bin" / "dsh"
 DSH_HOME = HOST / "dsh-home"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Times, ids and the seq numbers that shift with the asynchronous session-title event.
+_VOLATILE = frozenset({"time", "time0", "createdAt", "dt", "seq", "seq0", "sourceEventSeqs", "id"})
+
+
+def stable(value: Any) -> Any:
+    """A session event (or any JSON value) without its times, ids and seq numbers; UUIDs masked."""
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in _VOLATILE}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return _UUID.sub("<uuid>", value) if isinstance(value, str) else value
 
 
 def user_project(folder: Path, tests: str, ini: str = "") -> Path:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
-from dshrun import ROOT, Dsh, wait_for
+from dshrun import ROOT, Dsh, stable, wait_for
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
@@ -240,23 +240,12 @@ THREE_SCRIPT: dict[str, Any] = {
         ]},
     ],
 }
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Times, ids and the seq numbers that shift with the asynchronous session-title event.
-_VOLATILE = frozenset({"time", "time0", "createdAt", "dt", "seq", "seq0", "sourceEventSeqs", "id"})
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return _UUID.sub("<uuid>", value) if isinstance(value, str) else value
 
 
 def _log(result: RunResult) -> tuple[list[Any], list[Any]]:
     """The session log without ids and times: the events in order, and the session-title events
     apart (the title call runs concurrently with the turn, so where its event lands is timing)."""
-    events = [_stable(e) for e in result.events]
+    events = [stable(e) for e in result.events]
     title = [e for e in events if e.get("type") == "session/title"]
     return [e for e in events if e.get("type") != "session/title"], title
 
@@ -402,7 +391,7 @@ def _log_bytes(result: RunResult) -> bytes:
     for line in text.splitlines():
         event = json.loads(line)  # dicts keep the written key order; dumping keeps it too
         if event.get("type") != "session/title":
-            kept.append(json.dumps(_stable(event), ensure_ascii=False, separators=(",", ":")).encode())
+            kept.append(json.dumps(stable(event), ensure_ascii=False, separators=(",", ":")).encode())
     return b"\n".join(kept)
 
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
+from dshrun import stable
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.run import (
@@ -38,22 +38,9 @@ pytestmark = pytest.mark.e2e
 
 CANARY = "sk-canary-7f3e9b21"
 ECHO = Row("example-tools", "dsh-example-tools", {})
-_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Times, ids and the seq numbers that shift with the asynchronous session-title event.
-_VOLATILE = frozenset({"time", "time0", "createdAt", "dt", "seq", "seq0", "sourceEventSeqs", "id"})
-
-
-def _stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items() if k not in _VOLATILE}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return _UUID.sub("<uuid>", value) if isinstance(value, str) else value
-
-
 def _log(result: RunResult) -> list[Any]:
     """The session log without ids, times and the title event (its place is timing)."""
-    return [_stable(e) for e in result.events if e.get("type") != "session/title"]
+    return [stable(e) for e in result.events if e.get("type") != "session/title"]
 
 
 def _weather(url: str) -> list[Row]:
