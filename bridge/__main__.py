@@ -6,9 +6,9 @@ import sys
 
 import anyio
 
-from dsh_sidecar.bridge.server import Server
-from dsh_sidecar.bridge.sidecar import Sidecar
-from dsh_sidecar.bridge.stdio import FdReceiveStream, FdSendStream, claim_stdout
+from dsh_sidecar.bridge.session.sidecar import Sidecar
+from dsh_sidecar.bridge.transport.server import Server
+from dsh_sidecar.bridge.transport.stdio import FdReceiveStream, FdSendStream, claim_stdout
 
 __all__ = ["main"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from dsh_sidecar.python_core import __version__
 
 if TYPE_CHECKING:
-    from dsh_sidecar.bridge.run import (
+    from dsh_sidecar.bridge.api.run import (
         CassetteMissing,
         CassetteSummary,
         Diagnostic,
@@ -57,5 +57,5 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """Import the run API on first use of one of its names (PEP 562)."""
     if name in __all__:
-        return getattr(importlib.import_module("dsh_sidecar.bridge.run"), name)
+        return getattr(importlib.import_module("dsh_sidecar.bridge.api.run"), name)
     raise AttributeError(f"module 'dsh_sidecar' has no attribute {name!r}")

@@ -200,7 +200,7 @@ export class Rpc {
       let onAbort
       const settle = () => { if (onAbort !== undefined) signal?.removeEventListener('abort', onAbort) }
       this.pending.set(id, {
-        // The sidecar answers `method` with its result shape (bridge/protocol.py METHODS).
+        // The sidecar answers `method` with its result shape (bridge/transport/protocol.py METHODS).
         resolve: (value) => { settle(); resolve(/** @type {Methods[M]['result']} */ (value)) },
         reject: (error) => { settle(); reject(error) },
       })

@@ -1,7 +1,7 @@
 /**
  * Types for the shim's JSDoc (checked by `tsc -p node_shim`, never shipped or loaded): the
  * rc.8 service augmentations the shim relies on, and the answers the sidecar sends
- * (bridge/protocol.py is their source of truth; docs/protocol.md describes them).
+ * (bridge/transport/protocol.py is their source of truth; docs/protocol.md describes them).
  */
 import type { Context } from '@deepseek-ai/cordis'
 import type { StreamChunk } from '@deepseek-ai/dsh-llm'

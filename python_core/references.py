@@ -1,7 +1,7 @@
 """References to Python the test author writes: ``module:function`` or ``file.py:function``.
 
 Rule: a reference is checked here, as text (no import: the bridge imports it in the sidecar
-process, ``bridge/references.py``); ``module`` is a dotted module name importable with the DSH
+process, ``bridge/hooks/references.py``); ``module`` is a dotted module name importable with the DSH
 cwd first on ``sys.path``, ``file.py`` a path relative to the DSH cwd, ``function`` a dotted
 attribute name. Its identity (what a cassette header fingerprints) is the module's last name
 or the file's stem with the function's qualified name, so the same function named from another

@@ -3,7 +3,7 @@
 No model and no key: the sidecar's mock route drives the turn (``/mock run``). A local HTTP
 weather service answers the ``weather_lookup`` tool while recording; then the service is
 stopped and the same run is replayed from the cassette with zero real calls. Both runs go
-through the run API (``bridge.run``), the same one the pytest plugin uses.
+through the run API (``bridge.api.run``), the same one the pytest plugin uses.
 Exit 0 only when every count matches what a cassette promises.
 """
 
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dsh_sidecar.bridge.run import Row, ToolCassette, run
+from dsh_sidecar.bridge.api.run import Row, ToolCassette, run
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = '/mock run weather_lookup({"city": "Paris"})'

@@ -23,6 +23,7 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.diff import Change, DiffReport, diff_cassettes
 from dsh_sidecar.python_core.subagent_cassette.errors import NotComparable, escape
 from dsh_sidecar.python_core.subagent_cassette.format import Cassette, project_stop_reason, to_json
+from dsh_sidecar.python_core.subagent_cassette.host import ONE_SHOT_PATCH
 from dsh_sidecar.python_core.subagent_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.subagent_cassette.store import load, verify_file
 
@@ -201,23 +202,6 @@ def reseal(file: str) -> None:
     click.echo(report.summary(calls="interactions", frames="records"))
 
 
-# rc.8's default `subagent` tool runs children through startContinuable, which never calls a
-# provider's start(): recording needs the delegation tools in one-shot mode. An id-targeted
-# patch replaces the whole config, so every key of the shipped rows is restated.
-ONE_SHOT_PATCH = """\
-# dsh-sidecar: delegation tools in one-shot mode, so the subagent cassette sees every child.
-# Use with `dsh --profile headless --patch <this file> ...` or append to your profile layer.
-- id: tool-subagent
-  config:
-    provider: spawn
-    toolName: subagent
-    backgroundMode: one-shot
-- id: tool-subagent-fork
-  config:
-    provider: fork
-    toolName: subagent_fork
-    backgroundMode: one-shot
-"""
 
 
 @cli.command("one-shot-patch")

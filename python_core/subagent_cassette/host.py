@@ -13,7 +13,7 @@ from msgspec import UNSET, UnsetType
 from dsh_sidecar.python_core.subagent_cassette.format import Count, FullRequest, NonEmpty
 from dsh_sidecar.python_core.subagent_cassette.identity import ParentEvent, ParentRoute, StartRequest
 
-__all__ = ["ABORTED_RESULT", "PARENT_EVENT_TYPES", "ParentFacts", "start_request"]
+__all__ = ["ABORTED_RESULT", "ONE_SHOT_PATCH", "PARENT_EVENT_TYPES", "ParentFacts", "start_request"]
 
 # The parent events the identity reads (parent_surface); the shim sends only these types.
 PARENT_EVENT_TYPES = ("user/message", "assistant/message", "tool/result")
@@ -21,6 +21,25 @@ PARENT_EVENT_TYPES = ("user/message", "assistant/message", "tool/result")
 # What a replayed run's result settles to when its caller aborts after publication: the
 # outcome rc.8's own providers give an aborted child.
 ABORTED_RESULT = msgspec.Raw(b'{"output":[],"stopReason":"aborted"}')
+
+
+# rc.8's default `subagent` tool runs children through startContinuable, which never calls a
+# provider's start(): recording needs the delegation tools in one-shot mode. An id-targeted
+# patch replaces the whole config, so every key of the shipped rows is restated.
+ONE_SHOT_PATCH = """\
+# dsh-sidecar: delegation tools in one-shot mode, so the subagent cassette sees every child.
+# Use with `dsh --profile headless --patch <this file> ...` or append to your profile layer.
+- id: tool-subagent
+  config:
+    provider: spawn
+    toolName: subagent
+    backgroundMode: one-shot
+- id: tool-subagent-fork
+  config:
+    provider: fork
+    toolName: subagent_fork
+    backgroundMode: one-shot
+"""
 
 
 class ParentFacts(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True, omit_defaults=True):

@@ -47,7 +47,7 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
     """Validated cassette settings; ``file`` is already resolved against the host cwd.
 
     ``functions`` is never read from the row: the bridge fills it, in the sidecar process,
-    with the function each ``call`` filter names (``bridge/references.py``).
+    with the function each ``call`` filter names (``bridge/hooks/references.py``).
     """
 
     mode: Mode

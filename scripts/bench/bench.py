@@ -125,7 +125,7 @@ def main() -> None:
 
         anyio_floor = node("floor", PYTHON, str(BENCH / "echo_anyio.py"), env={"PYTHONPATH": str(root)})
         af = anyio_floor["sequential"]
-        print("\n(a2) the sidecar's fd streams under anyio, echoing (bridge/stdio.py, no JSON-RPC work)")
+        print("\n(a2) the sidecar's fd streams under anyio, echoing (bridge/transport/stdio.py, no JSON-RPC work)")
         print(
             f"    sequential   median {af['medianUs']:8.1f} us   p99 {af['p99Us']:8.1f} us"
             f"   {af['callsPerSec']:9.0f} calls/s   (python CPU {af['peerCpuUs']:.0f} us/call)"
@@ -164,7 +164,7 @@ def main() -> None:
                                 ignore=shutil.ignore_patterns("__pycache__"))
             shutil.copy(root / "dsh_sidecar" / "__init__.py", fresh[name] / "dsh_sidecar" / "__init__.py")
         subprocess.run(
-            [PYTHON, "-c", "from dsh_sidecar.bridge.install import compile_sidecar; compile_sidecar()"],
+            [PYTHON, "-c", "from dsh_sidecar.bridge.host.install import compile_sidecar; compile_sidecar()"],
             check=True, env={**os.environ, "PYTHONPATH": str(fresh["installed"])}, cwd=fresh["installed"],
         )
         installed = node(

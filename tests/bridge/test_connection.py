@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.connection import (
+from dsh_sidecar.bridge.transport.connection import (
     CANCELLED,
     INVALID_PARAMS,
     INVALID_REQUEST,

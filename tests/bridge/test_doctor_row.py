@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dsh_sidecar.bridge import cli
-from dsh_sidecar.bridge.doctor import Row, parse_row
-from dsh_sidecar.bridge.hostenv import HostError
-from dsh_sidecar.bridge.run import HostNotFound
+from dsh_sidecar.bridge.api import cli
+from dsh_sidecar.bridge.api.run import HostNotFound
+from dsh_sidecar.bridge.host.doctor import Row, parse_row
+from dsh_sidecar.bridge.host.toolchain import HostError
 
 DUMP = """\
 # == dsh-sidecar-shim

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from dsh_sidecar.bridge.framing import LineFramer
+from dsh_sidecar.bridge.transport.framing import LineFramer
 
 SEED = int(os.environ.get("FRAMING_FUZZ_SEED", "20261202"))
 

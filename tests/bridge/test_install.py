@@ -12,7 +12,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from dsh_sidecar.bridge.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
+from dsh_sidecar.bridge.host.install import HMR_BLOCK, _ensure_hmr_fix, pack_package
 from dsh_sidecar.node_shim import SHIM_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +71,8 @@ def test_install_compiles_the_sidecar_even_where_bytecode_writing_is_off(tmp_pat
     shutil.copy(ROOT / "dsh_sidecar" / "__init__.py", tmp_path / "dsh_sidecar" / "__init__.py")
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
 
-    subprocess.run([sys.executable, "-c", "from dsh_sidecar.bridge.install import compile_sidecar; compile_sidecar()"],
+    compile_it = "from dsh_sidecar.bridge.host.install import compile_sidecar; compile_sidecar()"
+    subprocess.run([sys.executable, "-c", compile_it],
                    env=env, cwd=tmp_path, check=True, timeout=120)
 
     sources = sorted(tmp_path.rglob("*.py"))

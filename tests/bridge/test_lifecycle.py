@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.transport.protocol import (
     AlreadyInitialized,
     HookNotEnabled,
     InitializeResult,

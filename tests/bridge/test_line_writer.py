@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import anyio
 import pytest
 
-from dsh_sidecar.bridge.line_writer import LineWriter
+from dsh_sidecar.bridge.transport.line_writer import LineWriter
 from dsh_sidecar.python_core.errors import SidecarError
 
 pytestmark = pytest.mark.anyio

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from dsh_sidecar.bridge.mock_driver import MAX_SLEEP_CHUNK_S, sleep_ms
+from dsh_sidecar.bridge.hooks.mock import MAX_SLEEP_CHUNK_S, sleep_ms
 
 
 class FakeTime:

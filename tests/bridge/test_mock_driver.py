@@ -9,10 +9,17 @@ import anyio
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.mock_driver import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
-from dsh_sidecar.bridge.protocol import LlmStreamParams, PreStepParams, ResultParams, Route, RouteParams, SeenResult
-from dsh_sidecar.bridge.tool_hooks import ToolHooks
-from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.bridge.hooks.mock import MOCK_ROUTE, ORDINARY_TURN_TEXT, MockDriver
+from dsh_sidecar.bridge.hooks.tools import ToolHooks
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.protocol import (
+    LlmStreamParams,
+    PreStepParams,
+    ResultParams,
+    Route,
+    RouteParams,
+    SeenResult,
+)
 from dsh_sidecar.python_core.mock.config import MockConfig
 from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
 

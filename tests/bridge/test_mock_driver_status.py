@@ -8,9 +8,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from dsh_sidecar.bridge.mock_driver import MockDriver
-from dsh_sidecar.bridge.protocol import CancelParams, LlmStreamParams, PreStepParams, SeenResult
-from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.bridge.hooks.mock import MockDriver
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.protocol import CancelParams, LlmStreamParams, PreStepParams, SeenResult
 from dsh_sidecar.python_core.mock.config import MockConfig
 
 

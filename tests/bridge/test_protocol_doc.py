@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from dsh_sidecar.bridge.protocol import METHODS, PROTOCOL_VERSION
+from dsh_sidecar.bridge.transport.protocol import METHODS, PROTOCOL_VERSION
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "protocol.md"
 

@@ -1,10 +1,10 @@
-"""Wire shapes live in one place: every method table row's payload types are bridge.protocol's."""
+"""Wire shapes live in one place: every method table row's payload types are bridge.transport.protocol's."""
 
 from __future__ import annotations
 
 import msgspec
 
-from dsh_sidecar.bridge.protocol import METHODS, CallHandle, RunOutcome, SubagentDecision
+from dsh_sidecar.bridge.transport.protocol import METHODS, CallHandle, RunOutcome, SubagentDecision
 
 
 def test_every_method_row_uses_payload_types_of_the_protocol_module() -> None:
@@ -14,7 +14,7 @@ def test_every_method_row_uses_payload_types_of_the_protocol_module() -> None:
         for role, kind in (("params", row.params), ("result", row.result))
         if kind is not None
     }
-    outside = {name: owner for (name, _), owner in owners.items() if owner != "dsh_sidecar.bridge.protocol"}
+    outside = {name: owner for (name, _), owner in owners.items() if owner != "dsh_sidecar.bridge.transport.protocol"}
 
     assert outside == {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from msgspec import UNSET
 
-from dsh_sidecar.bridge.recorded_failures import RecordedFailures
+from dsh_sidecar.bridge.hooks.recorded_failures import RecordedFailures
 from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
 from dsh_sidecar.python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
 

@@ -18,9 +18,9 @@ from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from dsh_sidecar.bridge.connection import CANCELLED, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
-from dsh_sidecar.bridge.later import Pending
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.transport.connection import CANCELLED, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+from dsh_sidecar.bridge.transport.later import Pending
+from dsh_sidecar.bridge.transport.protocol import (
     ExecuteDecision,
     ExecuteParams,
     InitializeParams,
@@ -30,7 +30,7 @@ from dsh_sidecar.bridge.protocol import (
     ShutdownParams,
     ShutdownResult,
 )
-from dsh_sidecar.bridge.server import Server
+from dsh_sidecar.bridge.transport.server import Server
 from dsh_sidecar.python_core.errors import ConfigError, ProtocolError
 
 pytestmark = pytest.mark.anyio

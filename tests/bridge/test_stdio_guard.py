@@ -14,7 +14,7 @@ import msgspec
 NOISY_SIDECAR = """
 import os
 import dsh_sidecar.bridge.__main__ as entry
-from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.session.sidecar import Sidecar
 
 original = Sidecar.initialize
 

@@ -16,8 +16,8 @@ import anyio
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.server import Server
-from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.session.sidecar import Sidecar
+from dsh_sidecar.bridge.transport.server import Server
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteIOError
 
 # Helpers of the server tests (importlib mode: import the module by its path).

@@ -10,8 +10,10 @@ import msgspec
 import pytest
 from msgspec import UNSET
 
-from dsh_sidecar.bridge.later import Later
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.subagent import SubagentHooks
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.later import Later
+from dsh_sidecar.bridge.transport.protocol import (
     ReplayFacts,
     RunOutcome,
     SubagentDecision,
@@ -20,8 +22,6 @@ from dsh_sidecar.bridge.protocol import (
     SubagentStartParams,
     UpstreamFacts,
 )
-from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
-from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.cassette_io import seal_mapping
 from dsh_sidecar.python_core.subagent_cassette.config import parse_section
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from dsh_sidecar.bridge.server import Server
-from dsh_sidecar.bridge.sidecar import Sidecar
+from dsh_sidecar.bridge.session.sidecar import Sidecar
+from dsh_sidecar.bridge.transport.server import Server
 
 # Helpers of the server tests (importlib mode: import the module by its path).
 from tests.bridge.test_server import Peer, serving

@@ -7,17 +7,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.later import Later
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.tools import ToolHooks
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.session.sidecar import Sidecar
+from dsh_sidecar.bridge.transport.later import Later
+from dsh_sidecar.bridge.transport.protocol import (
     PROTOCOL_VERSION,
     ExecuteDecision,
     ExecuteParams,
     InitializeParams,
     ShutdownParams,
 )
-from dsh_sidecar.bridge.sidecar import Sidecar
-from dsh_sidecar.bridge.tool_hooks import ToolHooks
-from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.tool_cassette import parse_config
 
 

@@ -14,8 +14,11 @@ import pytest
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from dsh_sidecar.bridge.later import Pending
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.session.sidecar import Sidecar
+from dsh_sidecar.bridge.session.warm import WarmSessionUnknown
+from dsh_sidecar.bridge.transport.control import WarmReply, WarmRun
+from dsh_sidecar.bridge.transport.later import Pending
+from dsh_sidecar.bridge.transport.protocol import (
     PROTOCOL_VERSION,
     ExecuteParams,
     InitializeParams,
@@ -26,8 +29,6 @@ from dsh_sidecar.bridge.protocol import (
     WarmJob,
     WarmNextParams,
 )
-from dsh_sidecar.bridge.sidecar import Sidecar
-from dsh_sidecar.bridge.warm import WarmReply, WarmRun, WarmSessionUnknown
 from dsh_sidecar.python_core.errors import ProtocolError
 
 pytestmark = pytest.mark.anyio

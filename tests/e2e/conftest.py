@@ -2,7 +2,7 @@
 
 ``scripts/test`` bootstraps ``.host`` (Node, pnpm, dsh with the hmr fix) and installs the shim
 and the example tools plugin into the headless profile with ``dsh plugin add``. Most tests use
-the pytest plugin's ``dsh`` fixture (``bridge.pytest_plugin``: the run API, typed results); the
+the pytest plugin's ``dsh`` fixture (``bridge.api.pytest_plugin``: the run API, typed results); the
 ``raw_dsh``/``make_dsh`` fixtures here write a hand-made ``--patch`` layer and run ``dsh``
 directly, for what the run API does not model on purpose: signals sent to a running DSH, a
 sidecar row the API would never write (an unknown key, the engine's own record mode).

@@ -1,6 +1,6 @@
 """The raw headless DSH runner (imported by ``conftest.py`` and tests), and shared paths.
 
-Most end-to-end tests run DSH through the run API (``bridge.run``, the plugin's ``dsh``
+Most end-to-end tests run DSH through the run API (``bridge.api.run``, the plugin's ``dsh``
 fixture). ``Dsh`` writes a hand-made ``--patch`` layer and runs ``dsh`` itself, for what the API
 does not model on purpose: a run started in the background and signalled, a sidecar row with
 keys the API never writes (an unknown key, the engine's own ``record`` mode).

@@ -14,8 +14,8 @@ from typing import Any
 
 from dshrun import trace_actions
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import RecordMode, RunResult, ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import RecordMode, RunResult, ToolCassette, run
 
 CASSETTE = "c.ndjson"
 TRACE = "sidecar-trace.jsonl"

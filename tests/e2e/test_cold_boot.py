@@ -12,8 +12,9 @@ from typing import Any
 
 from dshrun import ROOT
 
-from dsh_sidecar.bridge.hostenv import HostEnv
-from dsh_sidecar.bridge.run import COMPILE_CACHE_DIR, ModelCassette, Row, ToolCassette, find_host, run
+from dsh_sidecar.bridge.api.compose import COMPILE_CACHE_DIR
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, find_host, run
+from dsh_sidecar.bridge.host.toolchain import HostEnv
 
 TASK = '/mock run echo({"text": "cache"})'
 ROWS = [Row("example-tools", "dsh-example-tools", {})]
@@ -130,7 +131,7 @@ import os
 
 import pytest
 
-from dsh_sidecar.bridge.run import Row
+from dsh_sidecar.bridge.api.run import Row
 
 
 @pytest.mark.dsh(allow_live_tools=True)

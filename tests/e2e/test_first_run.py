@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from dshrun import HOST, ROOT
 
-from dsh_sidecar.bridge.hostenv import host_env
-from dsh_sidecar.bridge.run import Row, StalePlugin, run
+from dsh_sidecar.bridge.api.run import Row, StalePlugin, run
+from dsh_sidecar.bridge.host.toolchain import host_env
 
 CLI = Path(sys.executable).parent / "dsh-sidecar"
 ECHO = '/mock run echo({"text": "first"})'

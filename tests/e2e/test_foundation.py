@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from dshrun import ROOT, Dsh, wait_for
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import ToolCassette, run
 from dsh_sidecar.python_core.session_log import project_key
 
 TRACE = "sidecar-trace.jsonl"

@@ -106,7 +106,7 @@ def test_the_wheel_holds_dsh_sidecar_only_with_license_and_py_typed(dist: tuple[
     names = zipfile.ZipFile(dist[1]).namelist()
     info = f"dsh_sidecar-{__version__}.dist-info"
     assert {n.split("/")[0] for n in names} == {"dsh_sidecar", info}
-    assert {"dsh_sidecar/py.typed", f"{info}/licenses/LICENSE", "dsh_sidecar/bridge/pytest_plugin.py",
+    assert {"dsh_sidecar/py.typed", f"{info}/licenses/LICENSE", "dsh_sidecar/bridge/api/pytest_plugin.py",
             "dsh_sidecar/python_core/canonical.py", "dsh_sidecar/node_shim/index.js",
             "dsh_sidecar/node_shim/package.json"} <= set(names)
     metadata = zipfile.ZipFile(dist[1]).read(f"{info}/METADATA").decode()
@@ -121,7 +121,7 @@ def test_the_sdist_carries_docs_tests_examples_and_the_license(dist: tuple[Path,
     names = set(tarfile.open(dist[0]).getnames())
     assert {f"{top}/LICENSE", f"{top}/README.md", f"{top}/docs/tool-cassette-format.md",
             f"{top}/tests/e2e/test_journey.py", f"{top}/examples/dsh-example-tools/index.js",
-            f"{top}/dsh_sidecar/bridge/run.py"} <= names
+            f"{top}/dsh_sidecar/bridge/api/run.py"} <= names
     assert not any("__pycache__" in n for n in names)
 
 

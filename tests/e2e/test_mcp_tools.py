@@ -35,8 +35,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_notes_server import READY_LINE
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import RecordMode, Row, RunResult, ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import RecordMode, Row, RunResult, ToolCassette, run
 
 CASSETTE = "c.ndjson"
 TRACE = "sidecar-trace.jsonl"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 from dshrun import ROOT, Dsh, Run, wait_for
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import RunResult
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import RunResult
 from dsh_sidecar.python_core.session_log import project_key
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")

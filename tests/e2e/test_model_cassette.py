@@ -24,7 +24,7 @@ from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_ser
 from dshrun import ROOT, Dsh, stable, wait_for
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
 from dsh_sidecar.python_core.mock.source import decode_source
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from dshrun import ROOT, user_project, user_pytest
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import ToolCassette, run
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 BOTH = '/mock run [echo({"text": "a"}) broken({"why": "service down"})]'

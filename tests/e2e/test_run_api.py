@@ -1,4 +1,4 @@
-"""The run API (``bridge.run``) and ``dsh-sidecar run`` against real headless DSH rc.8.
+"""The run API (``bridge.api.run``) and ``dsh-sidecar run`` against real headless DSH rc.8.
 
 Every run here is a real ``dsh --profile headless`` process with the shim installed through the
 rc.8 CLI; the example tools plugin provides real tool bodies (``weather_lookup`` calls a local
@@ -21,7 +21,7 @@ import pytest
 from dshrun import DSH_HOME, ROOT
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.run import (
+from dsh_sidecar.bridge.api.run import (
     CassetteMissing,
     Row,
     RunResult,

@@ -14,8 +14,8 @@ import msgspec
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import ModelCassette, Row, ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, run
 from dsh_sidecar.python_core.tool_cassette.format import encode
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_lines
 

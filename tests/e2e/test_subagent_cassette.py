@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 from dshrun import ROOT
 
-from dsh_sidecar.bridge.hostenv import HostEnv
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import RecordMode, Row, RunResult, SubagentCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import RecordMode, Row, RunResult, SubagentCassette, run
+from dsh_sidecar.bridge.host.toolchain import HostEnv
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest
 from dsh_sidecar.python_core.session_log import project_key
 

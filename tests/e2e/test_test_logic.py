@@ -20,8 +20,8 @@ import pytest
 import stub_weather
 from dshrun import ROOT, Dsh
 
-from dsh_sidecar.bridge.run import Row, RunResult, ToolCassette, WarmPool
-from dsh_sidecar.bridge.run import run as run_cold
+from dsh_sidecar.bridge.api.run import Row, RunResult, ToolCassette, WarmPool
+from dsh_sidecar.bridge.api.run import run as run_cold
 
 # This module's runs are sessions of one warm host (docs/warm-host.md): the logic under test is
 # the sidecar's, per session; the host's boot is paid once.
@@ -29,7 +29,7 @@ POOL = WarmPool()
 
 
 def run(task: str | None = None, **options: Any) -> RunResult:
-    """``bridge.run.run`` as a session of this module's warm host."""
+    """``bridge.api.run.run`` as a session of this module's warm host."""
     return run_cold(task, warm=POOL, **options)
 
 

@@ -37,8 +37,8 @@ from typing import Any
 import pytest
 from dshrun import ROOT, Dsh, wait_for
 
-from dsh_sidecar.bridge.pytest_plugin import DshRunner
-from dsh_sidecar.bridge.run import RecordMode, RunResult, ToolCassette, run
+from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+from dsh_sidecar.bridge.api.run import RecordMode, RunResult, ToolCassette, run
 from dsh_sidecar.python_core.session_log import tool_results
 
 CASSETTE = "c.ndjson"

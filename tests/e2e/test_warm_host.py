@@ -19,19 +19,19 @@ from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_ser
 from dshrun import stable
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.run import (
+from dsh_sidecar.bridge.api.compose import Composition, unused_rows
+from dsh_sidecar.bridge.api.run import (
     ModelCassette,
     Row,
     RunResult,
     SubagentCassette,
     ToolCassette,
-    _warm_boot,
     find_host,
     run,
-    unused_rows,
 )
-from dsh_sidecar.bridge.warm import WarmReply, WarmRun
-from dsh_sidecar.bridge.warm_pool import WarmPool
+from dsh_sidecar.bridge.api.transport import warm_boot
+from dsh_sidecar.bridge.api.warm_pool import WarmPool
+from dsh_sidecar.bridge.transport.control import WarmReply, WarmRun
 from dsh_sidecar.python_core.session_log import read_session_log, session_log_candidates
 
 pytestmark = pytest.mark.e2e
@@ -220,8 +220,9 @@ def test_two_concurrent_sessions_of_one_host_replay_their_own_cassettes(tmp_path
                        tool_cassette=ToolCassette(file="tools.ndjson", include=["echo"]))
         assert recorded.ok, recorded.explain()
     host = find_host(tmp_path)
-    boot = _warm_boot(host, "headless", [ECHO], [], unused_rows(host, "headless", [ECHO], []),
-                      host.environ(dict(os.environ)))
+    boot = warm_boot(Composition(host=host, profile="headless", rows=[ECHO], extras=[], sidecar={},
+                                 skipped=unused_rows(host, "headless", [ECHO], []),
+                                 environ=host.environ(dict(os.environ))))
     warm = boot.start(boot.key([]))
     try:
         sent = []

@@ -24,9 +24,9 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from dsh_sidecar.bridge.connection import MAX_DEPTH
-from dsh_sidecar.bridge.protocol import METHODS
-from dsh_sidecar.bridge.server import MAX_LINE
+from dsh_sidecar.bridge.transport.connection import MAX_DEPTH
+from dsh_sidecar.bridge.transport.protocol import METHODS
+from dsh_sidecar.bridge.transport.server import MAX_LINE
 
 pytestmark = pytest.mark.anyio
 

@@ -24,7 +24,7 @@ import msgspec
 import zstandard
 from click.testing import CliRunner
 
-from dsh_sidecar.bridge.cli import main as sidecar
+from dsh_sidecar.bridge.api.cli import main as sidecar
 from dsh_sidecar.python_core.session_log import (
     SessionLogInvalid,
     decode_session_log,

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from dsh_sidecar.bridge.cli import main as sidecar
+from dsh_sidecar.bridge.api.cli import main as sidecar
 from dsh_sidecar.python_core import cli_errors
 from dsh_sidecar.python_core.cli_errors import NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError

@@ -8,9 +8,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.hostenv import host_env
-from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, read_report, write_report
-from dsh_sidecar.bridge.run import (
+from dsh_sidecar.bridge.api.compose import patch_text, private_home, unused_rows
+from dsh_sidecar.bridge.api.plan import plan_cassette, publish
+from dsh_sidecar.bridge.api.run import (
     CassetteMissing,
     CassetteSummary,
     Diagnostic,
@@ -19,48 +19,52 @@ from dsh_sidecar.bridge.run import (
     RunFailed,
     RunResult,
     ToolResult,
-    _patch_text,
-    _plan,
-    _private_home,
-    _publish,
     find_host,
-    unused_rows,
+)
+from dsh_sidecar.bridge.host.toolchain import host_env
+from dsh_sidecar.bridge.transport.report import (
+    CallPath,
+    CassetteCounts,
+    ReportedError,
+    RunReport,
+    read_report,
+    write_report,
 )
 
 
 def test_none_replays_an_existing_cassette_and_refuses_a_missing_one(tmp_path: Path) -> None:
     (tmp_path / "c.ndjson").write_text("x")
-    plan = _plan("tool", "c.ndjson", tmp_path, "none", "hint")
+    plan = plan_cassette("tool", "c.ndjson", tmp_path, "none", "hint")
     assert (plan.mode, plan.write_to) == ("replay", tmp_path / "c.ndjson")
     with pytest.raises(CassetteMissing, match=r"^CASSETTE_MISSING: subagentCassette.file: s.jsonl does not exist"):
-        _plan("subagent", "s.jsonl", tmp_path, "none", "hint")
+        plan_cassette("subagent", "s.jsonl", tmp_path, "none", "hint")
 
 
 def test_once_records_only_a_missing_cassette_to_a_private_file(tmp_path: Path) -> None:
-    plan = _plan("tool", "sub/c.ndjson", tmp_path, "once", "hint")
+    plan = plan_cassette("tool", "sub/c.ndjson", tmp_path, "once", "hint")
     assert plan.mode == "record" and plan.write_to.parent == tmp_path / "sub"
     assert plan.write_to.name.startswith(".c.ndjson.") and plan.write_to.name.endswith(".recording")
     (tmp_path / "sub" / "c.ndjson").write_text("x")
-    assert _plan("tool", "sub/c.ndjson", tmp_path, "once", "hint").mode == "replay"
-    assert _plan("tool", "sub/c.ndjson", tmp_path, "all", "hint").mode == "record"
+    assert plan_cassette("tool", "sub/c.ndjson", tmp_path, "once", "hint").mode == "replay"
+    assert plan_cassette("tool", "sub/c.ndjson", tmp_path, "all", "hint").mode == "record"
 
 
 def test_a_directory_is_not_a_cassette(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     with pytest.raises(Exception, match=r"^CASSETTE_IO: toolCassette.file: d is not a regular file"):
-        _plan("tool", "d", tmp_path, "once", "hint")
+        plan_cassette("tool", "d", tmp_path, "once", "hint")
 
 
 def test_publish_is_create_only_for_once_and_a_replace_for_all(tmp_path: Path) -> None:
     target = tmp_path / "c.ndjson"
-    plan = _plan("tool", "c.ndjson", tmp_path, "once", "hint")
+    plan = plan_cassette("tool", "c.ndjson", tmp_path, "once", "hint")
     plan.write_to.write_text("new")
     target.write_text("appeared meanwhile")
-    assert not _publish(plan, complete=True)
+    assert not publish(plan, complete=True)
     assert target.read_text() == "appeared meanwhile" and not plan.write_to.exists()
-    plan = _plan("tool", "c.ndjson", tmp_path, "all", "hint")
+    plan = plan_cassette("tool", "c.ndjson", tmp_path, "all", "hint")
     plan.write_to.write_text("new")
-    assert _publish(plan, complete=True)
+    assert publish(plan, complete=True)
     assert target.read_text() == "new" and os.listdir(tmp_path) == ["c.ndjson"]
 
 
@@ -69,15 +73,15 @@ def test_an_incomplete_recording_leaves_the_old_cassette_and_only_the_partial_it
 ) -> None:
     target = tmp_path / "c.ndjson"
     target.write_text("old")
-    plan = _plan("tool", "c.ndjson", tmp_path, "all", "hint")
+    plan = plan_cassette("tool", "c.ndjson", tmp_path, "all", "hint")
     partial = Path(f"{plan.write_to}.partial")
     partial.write_text("half")
     (tmp_path / f"{plan.write_to.name}.writer.lock").mkdir()
-    assert not _publish(plan, complete=False, named=True)
+    assert not publish(plan, complete=False, named=True)
     assert target.read_text() == "old"
     assert sorted(os.listdir(tmp_path)) == sorted(["c.ndjson", partial.name])
     # Without a report (DSH killed, timed out) no message names the partial: it goes.
-    assert not _publish(plan, complete=False)
+    assert not publish(plan, complete=False)
     assert os.listdir(tmp_path) == ["c.ndjson"]
 
 
@@ -92,15 +96,15 @@ def test_a_private_home_links_everything_but_the_profile_root(tmp_path: Path) ->
     (shared / ".run-sessions" / "other").mkdir(parents=True)
     staging = tmp_path / "staging"
     staging.mkdir()
-    home = _private_home(shared, "headless", tmp_path / "private", staging)
-    # The run's sessions root is its own (bridge/session_staging.py); no other run's staging is linked.
+    home = private_home(shared, "headless", tmp_path / "private", staging)
+    # The run's sessions root is its own (bridge/host/staging.py); no other run's staging is linked.
     assert sorted(os.listdir(home)) == ["cordis.patch.yml", "profiles", "sessions"]
     assert (home / "sessions").resolve() == staging.resolve()
     assert (shared / "sessions").is_dir()
     assert sorted(os.listdir(home / "profiles" / "headless")) == ["cordis.patch.yml", "node_modules"]
     assert (home / "profiles" / "node_modules").is_symlink()
     with pytest.raises(HostNotFound, match="run `dsh-sidecar install --profile web`"):
-        _private_home(shared, "web", tmp_path / "private2", staging)
+        private_home(shared, "web", tmp_path / "private2", staging)
 
 
 def test_find_host_honours_the_variable_and_says_how_to_install(tmp_path: Path,
@@ -251,7 +255,7 @@ def test_the_account_repeats_no_named_error_and_prints_no_message_under_result_f
 
 
 def test_the_plugin_warns_with_the_recorded_failure_lines_of_a_recording_only() -> None:
-    from dsh_sidecar.bridge.pytest_plugin import _recorded_failures
+    from dsh_sidecar.bridge.api.pytest_plugin import _recorded_failures
 
     stderr = ("dsh-sidecar: subagent cassette record: 1 starts\n"
               "dsh-sidecar: SUBAGENT_CHILD_FAILED: 1 of 1 recorded child run(s) ended in an error (...)\n")
@@ -266,7 +270,7 @@ def test_the_dormant_provider_row_is_skipped_only_while_nothing_can_give_it_a_ro
     host = host_env(tmp_path / "prefix", tmp_path / "home")
     (tmp_path / "home" / "profiles" / "headless").mkdir(parents=True)
     assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
-    text = _patch_text({}, [], False, False, unused_rows(host, "headless", [], []))
+    text = patch_text({}, [], False, False, unused_rows(host, "headless", [], []))
     assert text.splitlines()[0] == '- {"id": "llm-pi-ai", "disabled": true}'
     # Each source that can name a pi-ai route (or move the settings document) keeps the row.
     assert unused_rows(host, "headless", [Row("llm-pi-ai", "@deepseek-ai/dsh-llm-pi-ai")], []) == []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dsh_sidecar.bridge.cli import main as sidecar
+from dsh_sidecar.bridge.api.cli import main as sidecar
 from dsh_sidecar.python_core.session_log import project_key
 
 

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 import dsh_sidecar
-from dsh_sidecar.bridge.cli import main as sidecar_cli
+from dsh_sidecar.bridge.api.cli import main as sidecar_cli
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli

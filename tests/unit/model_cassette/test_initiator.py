@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from dsh_sidecar.bridge.protocol import ModelRequestParams
+from dsh_sidecar.bridge.transport.protocol import ModelRequestParams
 from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts, delegation_depth
 
 

@@ -1,6 +1,6 @@
 """The wire side of stubs: import the referenced functions, call them, answer ``serve``.
 
-Rule (python_core/stubs.py): the import happens once at ``initialize`` (bridge/references.py);
+Rule (python_core/stubs.py): the import happens once at ``initialize`` (bridge/hooks/references.py);
 a call decodes the arguments, calls the function on the reader (a stub must be quick and must
 not block), and answers with the value or the named failure as a served result. Nothing of the function's
 exception but its class name reaches a message.
@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from dsh_sidecar.bridge.references import resolve
+from dsh_sidecar.bridge.hooks.references import resolve
 from dsh_sidecar.python_core.canonical import canonical_bytes
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.stubs import StubFailure, StubRaised, StubUnresolved

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import msgspec
 
-from dsh_sidecar.bridge.session_staging import settle
-from dsh_sidecar.bridge.warm import MAX_CONTROL_LINE, WarmReply, WarmRun
+from dsh_sidecar.bridge.host.staging import settle
+from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
 
 __all__ = ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
 

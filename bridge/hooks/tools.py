@@ -18,10 +18,13 @@ import anyio
 import msgspec
 from msgspec import UNSET
 
-from dsh_sidecar.bridge.later import Later, Pending
-from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
-from dsh_sidecar.bridge.mock_driver import MockDriver
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.mock import MockDriver
+from dsh_sidecar.bridge.hooks.recorded_failures import RecordedFailures
+from dsh_sidecar.bridge.hooks.stubs import Stubs
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.later import Later, Pending
+from dsh_sidecar.bridge.transport.line_writer import LineWriter, Ticket
+from dsh_sidecar.bridge.transport.protocol import (
     ExecuteDecision,
     ExecuteParams,
     PostExecuteDecision,
@@ -30,9 +33,6 @@ from dsh_sidecar.bridge.protocol import (
     ResultParams,
     StandIn,
 )
-from dsh_sidecar.bridge.recorded_failures import RecordedFailures
-from dsh_sidecar.bridge.stubs import Stubs
-from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency

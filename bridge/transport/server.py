@@ -1,13 +1,13 @@
 """The anyio session around ``RpcConnection``: one reader, one writer, a scope per task.
 
-The method table (``bridge.protocol.METHODS``) drives dispatch: each row names the handler
+The method table (``bridge.transport.protocol.METHODS``) drives dispatch: each row names the handler
 method of the target object, whether it runs inline and which hook group it belongs to.
 
 - inline rows (the per-call hooks: plain, fast, never awaiting) run in the reader itself, in
   arrival order, with no task per call: that order is the call order the cassettes number.
   They are dispatched directly, not through ``jsonrpcserver`` (docs/protocol.md gives the
   measurement). A handler whose answer must wait for a recorded line to be durable returns a
-  ``Later`` (``bridge/later.py``): one task per line writer makes the queued lines durable and
+  ``Later`` (``bridge/transport/later.py``): one task per line writer makes the queued lines durable and
   sends the answers of every ``Later`` in that batch in one write, and the reader reads on.
   ``llm/stream`` is inline as well: a mock step with no wait is answered at once; one with a
   wait returns a ``Pending``, completed in a task of its own under a ``CancelScope``.
@@ -43,7 +43,7 @@ import msgspec
 from anyio.abc import ByteReceiveStream, ByteSendStream, TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from dsh_sidecar.bridge.connection import (
+from dsh_sidecar.bridge.transport.connection import (
     CANCEL_MARK,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -54,11 +54,11 @@ from dsh_sidecar.bridge.connection import (
     RpcConnection,
     Send,
 )
-from dsh_sidecar.bridge.framing import LineFramer
-from dsh_sidecar.bridge.later import Later, Pending
-from dsh_sidecar.bridge.line_writer import LineWriter
-from dsh_sidecar.bridge.protocol import INITIALIZE, METHODS, Lifecycle
-from dsh_sidecar.bridge.stdio import FdSendStream, NowaitReceive
+from dsh_sidecar.bridge.transport.framing import LineFramer
+from dsh_sidecar.bridge.transport.later import Later, Pending
+from dsh_sidecar.bridge.transport.line_writer import LineWriter
+from dsh_sidecar.bridge.transport.protocol import INITIALIZE, METHODS, Lifecycle
+from dsh_sidecar.bridge.transport.stdio import FdSendStream, NowaitReceive
 from dsh_sidecar.python_core.errors import SidecarError
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
+from dsh_sidecar.bridge.transport.line_writer import LineWriter, Ticket
 from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = ["Later", "Pending", "durable"]

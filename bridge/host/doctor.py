@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from dsh_sidecar.bridge.install import PACKAGE
-from dsh_sidecar.bridge.run import _stderr_tail
+from dsh_sidecar.bridge.host.install import PACKAGE
+from dsh_sidecar.bridge.host.stderr import stderr_tail
 
 __all__ = ["Boot", "Row", "boot_check", "parse_row", "python_check", "read_row"]
 
@@ -128,8 +128,8 @@ def python_check(profile_dir: Path, row: Row) -> tuple[bool, str]:
         # From an empty folder: `python -c` puts the cwd on sys.path, and a checkout's cwd would
         # let an interpreter without dsh-sidecar import the bridge from the sources.
         with tempfile.TemporaryDirectory() as empty:
-            proc = subprocess.run([*python, "-c", "import dsh_sidecar.bridge.sidecar"], cwd=empty, capture_output=True,
-                                  text=True, timeout=60)
+            proc = subprocess.run([*python, "-c", "import dsh_sidecar.bridge.session.sidecar"], cwd=empty,
+                                  capture_output=True, text=True, timeout=60)
     except (OSError, ValueError, KeyError, TypeError, subprocess.SubprocessError) as exc:
         return False, f"cannot start the row's python ({type(exc).__name__}); re-run `dsh-sidecar install` from " \
                       "the right venv, or fix the row's python key"
@@ -175,6 +175,6 @@ def boot_check(dsh: Path, profile: str, environ: dict[str, str], row: Row, cwd: 
         )
     if "dsh-sidecar mock route" in proc.stdout:
         return Boot(True, "ok: the sidecar started with the row's config and answered")
-    tail = _stderr_tail(proc.stderr, known=[])
+    tail = stderr_tail(proc.stderr, known=[])
     named = [line for line in tail if _NAMED.match(line)]
     return Boot(False, (named or tail or [f"exit {proc.returncode}, no stderr"])[0])

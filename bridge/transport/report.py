@@ -3,7 +3,7 @@
 Enabled by the row key ``report`` (a path). It names the sessions the run created (so the run
 API finds *this* run's logs without scanning), the structural path of every tool call, each
 cassette's counts and the errors that failed the run. It is written atomically (temp file and
-rename) and read back by ``bridge.run``; it is not a user-facing format.
+rename) and read back by ``bridge.api.run``; it is not a user-facing format.
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ import time
 import anyio
 import msgspec
 
-from dsh_sidecar.bridge.later import Later, durable
-from dsh_sidecar.bridge.line_writer import LineWriter, Ticket
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.later import Later, durable
+from dsh_sidecar.bridge.transport.line_writer import LineWriter, Ticket
+from dsh_sidecar.bridge.transport.protocol import (
     CallHandle,
     Empty,
     ReplayFacts,
@@ -37,7 +38,6 @@ from dsh_sidecar.bridge.protocol import (
     WireResult,
     WireStartError,
 )
-from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.cassette_io import display_name
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette import CallHandle as Handle

@@ -31,9 +31,8 @@ from typing import Any
 
 import pytest
 
-from dsh_sidecar.bridge.hostenv import HostEnv, ensure_host, host_env
-from dsh_sidecar.bridge.install import PACKAGE, install_plugin
-from dsh_sidecar.bridge.run import (
+from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
     CassetteMissing,
@@ -45,10 +44,11 @@ from dsh_sidecar.bridge.run import (
     RunResult,
     SubagentCassette,
     ToolCassette,
-    find_host,
-    run,
 )
-from dsh_sidecar.bridge.warm_pool import WarmPool
+from dsh_sidecar.bridge.api.warm_pool import WarmPool
+from dsh_sidecar.bridge.host.discovery import find_host
+from dsh_sidecar.bridge.host.install import PACKAGE, install_plugin
+from dsh_sidecar.bridge.host.toolchain import HostEnv, ensure_host, host_env
 
 __all__ = ["DshRunner"]
 
@@ -191,7 +191,7 @@ class DshRunner:
         resolve against the run's cwd), e.g. to record and replay one file within a test;
         ``record_mode`` overrides the session's for this call. With ``check`` (the default) a
         failed run fails the test with its explanation; other keyword arguments go to
-        ``bridge.run.run``.
+        ``bridge.api.run.run``.
         """
         logic = self.logic
         if tool_cassette is None and tools:
@@ -282,7 +282,7 @@ def _check_marker(marker: pytest.Mark | None) -> None:
 
 @pytest.fixture
 def dsh_config() -> dict[str, Any]:
-    """Test logic for every ``dsh`` run of a test (override it; keys: ``bridge.run.LOGIC_KEYS``)."""
+    """Test logic for every ``dsh`` run of a test (override it; keys: ``bridge.api.run.LOGIC_KEYS``)."""
     return {}
 
 

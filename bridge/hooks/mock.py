@@ -11,8 +11,9 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from dsh_sidecar.bridge.later import Pending
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.later import Pending
+from dsh_sidecar.bridge.transport.protocol import (
     CancelParams,
     CancelResult,
     LlmResponse,
@@ -26,7 +27,6 @@ from dsh_sidecar.bridge.protocol import (
     RouteResult,
     ToolCallOut,
 )
-from dsh_sidecar.bridge.trace import Trace
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock import (
     EmitFinal,

@@ -14,10 +14,16 @@ from collections.abc import Callable, Mapping
 import msgspec
 from msgspec import UNSET, Raw
 
-from dsh_sidecar.bridge.later import Later, Pending
-from dsh_sidecar.bridge.mock_driver import MockDriver
-from dsh_sidecar.bridge.model_hooks import ModelHooks
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.mock import MockDriver
+from dsh_sidecar.bridge.hooks.model import ModelHooks
+from dsh_sidecar.bridge.hooks.references import with_filter_functions
+from dsh_sidecar.bridge.hooks.stubs import Stubs
+from dsh_sidecar.bridge.hooks.subagent import SubagentHooks
+from dsh_sidecar.bridge.hooks.tools import ToolHooks
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.host.staging import SHARED_SESSIONS_VAR
+from dsh_sidecar.bridge.transport.later import Later, Pending
+from dsh_sidecar.bridge.transport.protocol import (
     CancelParams,
     CancelResult,
     Empty,
@@ -49,13 +55,7 @@ from dsh_sidecar.bridge.protocol import (
     TurnParams,
     UpstreamFacts,
 )
-from dsh_sidecar.bridge.references import with_filter_functions
-from dsh_sidecar.bridge.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
-from dsh_sidecar.bridge.session_staging import SHARED_SESSIONS_VAR
-from dsh_sidecar.bridge.stubs import Stubs
-from dsh_sidecar.bridge.subagent_hooks import SubagentHooks
-from dsh_sidecar.bridge.tool_hooks import ToolHooks
-from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.bridge.transport.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
 from dsh_sidecar.python_core.config import SidecarConfig
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
@@ -105,12 +105,13 @@ class SessionState:
                 config, tool_cassette=with_filter_functions(config.tool_cassette, config.cwd))
         self.config = config
         self.trace = Trace(config.trace)
-        self.trace.write("initialize", host=dict(host), pid=os.getpid(), bridge=os.path.dirname(__file__))
+        bridge = os.path.dirname(os.path.dirname(__file__))
+        self.trace.write("initialize", host=dict(host), pid=os.getpid(), bridge=bridge)
         hooks: list[Hook] = []
         if config.mock.enabled:
             home = os.environ.get("DSH_HOME", "").strip() or os.path.expanduser("~/.dsh")
             # Resolved: the run API's private DSH_HOME links `sessions` to the run's own root, and
-            # names the shared one, where earlier runs' logs are (bridge/session_staging.py).
+            # names the shared one, where earlier runs' logs are (bridge/host/staging.py).
             roots = [os.path.realpath(os.path.join(os.path.abspath(home), "sessions"))]
             shared = os.environ.get(SHARED_SESSIONS_VAR, "")
             if shared and shared not in roots:

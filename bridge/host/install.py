@@ -22,7 +22,7 @@ import dsh_sidecar
 import dsh_sidecar.bridge
 import dsh_sidecar.node_shim
 import dsh_sidecar.python_core
-from dsh_sidecar.bridge.hostenv import HostEnv, HostError
+from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError
 from dsh_sidecar.node_shim import SHIM_DIR
 
 __all__ = [

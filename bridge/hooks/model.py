@@ -14,10 +14,10 @@ from __future__ import annotations
 import anyio
 import msgspec
 
-from dsh_sidecar.bridge.later import Later, durable
-from dsh_sidecar.bridge.line_writer import LineWriter
-from dsh_sidecar.bridge.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
-from dsh_sidecar.bridge.trace import Trace
+from dsh_sidecar.bridge.hooks.trace import Trace
+from dsh_sidecar.bridge.transport.later import Later, durable
+from dsh_sidecar.bridge.transport.line_writer import LineWriter
+from dsh_sidecar.bridge.transport.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
 from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut

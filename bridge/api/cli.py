@@ -19,23 +19,20 @@ from typing import Any, NoReturn
 import click
 import msgspec
 
-from dsh_sidecar.bridge import doctor
-from dsh_sidecar.bridge.hostenv import HostEnv, HostError, ensure_host, find_node, host_env
-from dsh_sidecar.bridge.install import PACKAGE, install_package, install_plugin, record_local_plugin
-from dsh_sidecar.bridge.run import (
-    HOST_ENV_VAR,
+from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
-    HostNotFound,
     ModelCassette,
     RecordMode,
     Row,
     SubagentCassette,
     ToolCassette,
-    default_dsh_home,
-    find_host,
-    run,
 )
+from dsh_sidecar.bridge.host import doctor
+from dsh_sidecar.bridge.host.discovery import HOST_ENV_VAR, HostNotFound, default_dsh_home, find_host
+from dsh_sidecar.bridge.host.install import PACKAGE, install_package, install_plugin, record_local_plugin
+from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, find_node, host_env
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError

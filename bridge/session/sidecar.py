@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import msgspec
 
-from dsh_sidecar.bridge.later import Later, Pending
-from dsh_sidecar.bridge.protocol import (
+from dsh_sidecar.bridge.hooks.tools import ToolHooks
+from dsh_sidecar.bridge.session.state import SessionState
+from dsh_sidecar.bridge.session.warm import WarmHost
+from dsh_sidecar.bridge.transport.later import Later, Pending
+from dsh_sidecar.bridge.transport.protocol import (
     PROTOCOL_VERSION,
     CancelParams,
     CancelResult,
@@ -49,9 +52,6 @@ from dsh_sidecar.bridge.protocol import (
     WarmDoneParams,
     WarmNextParams,
 )
-from dsh_sidecar.bridge.session_state import SessionState
-from dsh_sidecar.bridge.tool_hooks import ToolHooks
-from dsh_sidecar.bridge.warm import WarmHost
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError

@@ -546,7 +546,7 @@ class Method:
     ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows run in the reader, in
     arrival order (the order the cassettes number): the per-call hooks, plain functions, and
     ``initialize``, awaited (nothing is read before the handshake is answered); an inline
-    answer that must wait comes back as a ``Later`` or ``Pending`` (``bridge/later.py``) and
+    answer that must wait comes back as a ``Later`` or ``Pending`` (``bridge/transport/later.py``) and
     is completed in a task. The others run as tasks that may wait and can be cancelled. A
     method with a ``hook`` may arrive only after ``initialize`` enabled that hook group;
     ``result`` ``None`` marks a notification.

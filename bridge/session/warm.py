@@ -1,6 +1,6 @@
 """A warm host's sidecar side: sessions opened from the run API's control socket, one state each.
 
-The run API (``bridge/warm_pool.py``) listens on a Unix socket and starts DSH with the row
+The run API (``bridge/api/warm_pool.py``) listens on a Unix socket and starts DSH with the row
 config ``warm: <socket>``; the sidecar connects at ``initialize``. Each ``WarmRun`` line it
 reads becomes a ``SessionState`` opened from that run's own config and cwd, and the answer to
 the shim runner's pending ``warm/next``; ``warm/done`` closes the session (publish or refuse,
@@ -17,42 +17,14 @@ import msgspec
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from dsh_sidecar.bridge.later import Later
-from dsh_sidecar.bridge.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
-from dsh_sidecar.bridge.session_state import EXIT_FAILED, SessionState
+from dsh_sidecar.bridge.session.state import EXIT_FAILED, SessionState
+from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
+from dsh_sidecar.bridge.transport.later import Later
+from dsh_sidecar.bridge.transport.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 
-__all__ = ["MAX_CONTROL_LINE", "WarmHost", "WarmReply", "WarmRun", "WarmSessionUnknown"]
-
-# A run's config is a few kilobytes; a reply carries the session's stderr lines.
-MAX_CONTROL_LINE = 16 * 1024 * 1024
-
-
-class WarmRun(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """One run the run API asks the warm host for: its row config, working folder and task."""
-
-    id: int
-    cwd: str
-    task: str
-    config: dict[str, object]
-
-
-class WarmReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
-    """A run's outcome as a cold process would have shown it: exit code, stdout and stderr.
-
-    ``unsuited``: the run cannot share this host (why, in words); nothing of it ran. ``ended``:
-    the host is exiting under the run (what it prints as it goes belongs to the run's stderr).
-    """
-
-    id: int
-    sessionId: str = ""
-    exitCode: int = 0
-    stdout: str = ""
-    stderr: str = ""
-    unsuited: str = ""
-    ended: bool = False
-
+__all__ = ["WarmHost", "WarmSessionUnknown"]
 
 class WarmSessionUnknown(ProtocolError):
     """A hook of a warm host named no session, or one that is not open."""

@@ -1,0 +1,240 @@
+"""The run API: one headless DSH rc.8 turn with cassettes and the mock in, a typed result out.
+
+    from dsh_sidecar import ToolCassette, run
+
+    result = run(
+        '/mock run weather_lookup({"city": "Paris"})',
+        tool_cassette=ToolCassette(file="weather.cassette.ndjson", include=["weather_lookup"]),
+        record_mode="once",
+    )
+    assert result.result("weather_lookup").output == "Paris: sunny, 21C"
+
+``run`` reads top-down: plan each cassette (``plan``), compose the run (``compose``), hand it
+to a transport (``transport``: a warm host's session, else a process of its own), publish the
+complete recordings, build the result from the report and the session logs (``result``). Each
+run writes its own ``--patch`` layer and run report in a private temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dsh_sidecar.bridge.api.compose import compose, script_task
+from dsh_sidecar.bridge.api.functions import function_reference
+from dsh_sidecar.bridge.api.plan import CassettePlan, plan_cassette, publish, summarize
+from dsh_sidecar.bridge.api.result import build_result
+from dsh_sidecar.bridge.api.transport import ColdTransport, Transport, WarmTransport, warm_suits
+from dsh_sidecar.bridge.api.types import (
+    LOGIC_KEYS,
+    RECORD_MODES,
+    CassetteMissing,
+    CassetteSummary,
+    Diagnostic,
+    HostNotFound,
+    ModelCassette,
+    RecordedFailure,
+    RecordMode,
+    Row,
+    RunFailed,
+    RunResult,
+    StalePlugin,
+    SubagentCassette,
+    ToolCall,
+    ToolCassette,
+    ToolResult,
+)
+from dsh_sidecar.bridge.api.warm_pool import WarmPool, default_pool
+from dsh_sidecar.bridge.host.discovery import default_dsh_home, find_host
+from dsh_sidecar.bridge.host.toolchain import HostEnv
+from dsh_sidecar.bridge.transport.report import read_report
+from dsh_sidecar.python_core.mock import Script
+from dsh_sidecar.python_core.stubs import StubFailure
+
+__all__ = [
+    "LOGIC_KEYS",
+    "CassetteMissing",
+    "CassetteSummary",
+    "Diagnostic",
+    "HostNotFound",
+    "ModelCassette",
+    "RecordMode",
+    "RecordedFailure",
+    "Row",
+    "RunFailed",
+    "RunResult",
+    "StalePlugin",
+    "StubFailure",
+    "SubagentCassette",
+    "ToolCall",
+    "ToolCassette",
+    "ToolResult",
+    "WarmPool",
+    "default_dsh_home",
+    "find_host",
+    "run",
+]
+
+
+def run(
+    task: str | None = None,
+    *,
+    script: str | os.PathLike[str] | Mapping[str, Any] | Script | None = None,
+    overwrite_wait_time_ms: int | None = None,
+    tool_cassette: ToolCassette | None = None,
+    subagent_cassette: SubagentCassette | None = None,
+    model_cassette: ModelCassette | None = None,
+    record_mode: RecordMode = "none",
+    rows: Sequence[Row] = (),
+    patches: Sequence[str | os.PathLike[str]] = (),
+    mock: Mapping[str, Any] | None = None,
+    trace: str | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    host: HostEnv | None = None,
+    profile: str = "headless",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 120.0,
+    record_hint: str = "record it with record mode `once`",
+    stubs: Mapping[str, Callable[..., Any] | str] | None = None,
+    allow_live_tools: bool | Sequence[str] = True,
+    compile_cache: bool = True,
+    skip_unused_rows: bool = True,
+    warm: bool | WarmPool = False,
+) -> RunResult:
+    """Run one headless DSH turn and return what it did.
+
+    Args:
+        task: the task text (``/mock run ...`` for a scripted turn); exclusive with ``script``.
+        script: a canonical mock script (path relative to ``cwd``, mapping or ``Script``) to
+            ``/mock replay``; ``overwrite_wait_time_ms`` replaces its waits.
+        tool_cassette, subagent_cassette, model_cassette: cassettes; relative files resolve
+            against ``cwd``.
+        record_mode: ``none`` (replay only), ``once`` (record a missing cassette), ``all``
+            (re-record; the old cassette is replaced only by a complete recording).
+        rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files,
+            applied before the run's own layer (so ``rows`` win over them).
+        mock: the sidecar's ``mock`` section; ``trace``: a trace file (relative to ``cwd``).
+        cwd: the DSH working directory (default: the current one).
+        host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
+        timeout: seconds before the run's process group is terminated (``timed_out`` is set).
+        record_hint: how to record a missing cassette, in the words of the caller's interface.
+        stubs: tool name to the function serving it instead of its body (docs/test-logic.md): a
+            module-level function (it runs in the sidecar process, imported from its file) or a
+            ``module:function`` / ``file.py:function`` reference resolved against ``cwd``.
+        allow_live_tools: in record mode ``none``, the tools that may run live with no cassette
+            serving them: ``True`` all (the API's default), ``False`` none, or their names; a
+            blocked call fails the run with ``LIVE_TOOL_BLOCKED``. Recording modes run tools live.
+        compile_cache: keep Node's compile cache under the host prefix (docs/cold-boot.md);
+            ``False`` boots the way runs did before it (a ``NODE_COMPILE_CACHE`` in ``env`` wins).
+        skip_unused_rows: do not compose the profile rows the run cannot use (``unused_rows``:
+            the dormant ``llm-pi-ai`` adapter when nothing configures a route for it); ``False``
+            composes the whole profile.
+        warm: run as a session of a warm host of the same composition (docs/warm-host.md):
+            ``True`` this process's pool, or a ``WarmPool``; a run that cannot share a host
+            (a subagent cassette, the mock off, another profile than headless, a stand-in its
+            replay needs) runs in a process of its own, as with ``False``.
+
+    Raises:
+        CassetteMissing: record mode ``none`` and a cassette file does not exist.
+        HostNotFound: no host installed, or the plugin is not installed in ``profile``.
+        ValueError: both or neither of ``task`` and ``script``; an unknown record mode; a stub
+            or filter function that is not a module-level function.
+    """
+    _check_arguments(task, script, record_mode, allow_live_tools)
+    workdir = Path(cwd or os.getcwd()).resolve()
+    host = host or find_host(workdir)
+    plans, sidecar = _sidecar_config(
+        workdir, record_mode, record_hint, tool_cassette, subagent_cassette, model_cassette, stubs, allow_live_tools,
+    )
+    if mock is not None:
+        sidecar["mock"] = dict(mock)
+    if trace is not None:
+        sidecar["trace"] = trace
+    private = Path(tempfile.mkdtemp(prefix="dsh-run-"))
+    scratch: list[Path] = []
+    try:
+        text = task if task is not None else script_task(script, workdir, overwrite_wait_time_ms, scratch)  # type: ignore[arg-type]
+        report_path = private / "report.json"
+        sidecar["report"] = str(report_path)
+        composition = compose(
+            host, profile, rows, patches, sidecar, env,
+            one_shot=subagent_cassette is not None and subagent_cassette.one_shot,
+            transparent_spawn=subagent_cassette is not None and subagent_cassette.provider == {"transparent": True},
+            skip_unused_rows=skip_unused_rows, compile_cache=compile_cache,
+        )
+        transports: list[Transport] = []
+        if warm is not False and warm_suits(profile, subagent_cassette is not None, mock):
+            transports.append(WarmTransport(warm if isinstance(warm, WarmPool) else default_pool()))
+        transports.append(ColdTransport())
+        for transport in transports:
+            outcome = transport.handle(composition, private, workdir, text, timeout)
+            if outcome is not None:
+                break
+        assert outcome is not None  # the cold transport takes every run
+        report = read_report(str(report_path))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+        for file in scratch:
+            file.unlink(missing_ok=True)
+    counts = {c.kind: c for c in report.cassettes} if report is not None else {}
+    summaries: dict[str, CassetteSummary] = {}
+    # Complete: the sidecar shut down cleanly and the cassette itself reports a finished
+    # recording. A turn that failed on purpose (a recorded tool error) is still a recording.
+    clean = report is not None and not report.errors and not outcome.timed_out
+    for plan in plans:
+        count = counts.get(plan.kind)
+        complete = clean and count is not None and count.published
+        named = count is not None and not count.published
+        published = publish(plan, complete, named) if plan.mode == "record" else False
+        filtered = plan.kind == "tool" and tool_cassette is not None and bool(tool_cassette.filters)
+        summaries[plan.kind] = summarize(plan, count, published, filtered)
+    return build_result(host, text, report, outcome.exit_code, outcome.stdout, outcome.stderr, outcome.timed_out,
+                        outcome.duration_ms, summaries)
+
+
+def _check_arguments(task: str | None, script: object, record_mode: str, allow_live_tools: object) -> None:
+    if (task is None) == (script is None):
+        raise ValueError("give exactly one of task and script")
+    if record_mode not in RECORD_MODES:
+        raise ValueError(f"record_mode {str(record_mode)[:40]!r} is not one of {', '.join(RECORD_MODES)}")
+    if not isinstance(allow_live_tools, bool) and (
+        isinstance(allow_live_tools, str) or not all(isinstance(t, str) and t for t in allow_live_tools)  # type: ignore[attr-defined]
+    ):
+        raise ValueError("allow_live_tools must be True, False or a list of tool names")
+
+
+def _sidecar_config(
+    workdir: Path, record_mode: RecordMode, hint: str, tool_cassette: ToolCassette | None,
+    subagent_cassette: SubagentCassette | None, model_cassette: ModelCassette | None,
+    stubs: Mapping[str, Callable[..., Any] | str] | None, allow_live_tools: bool | Sequence[str],
+) -> tuple[list[CassettePlan], dict[str, Any]]:
+    """Each cassette's plan, and the sidecar row's config that carries them out."""
+    plans: list[CassettePlan] = []
+    sidecar: dict[str, Any] = {}
+    if tool_cassette is not None:
+        plan = plan_cassette("tool", tool_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["toolCassette"] = {
+            "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
+            **tool_cassette.section(),
+        }
+    if stubs:
+        sidecar["stubs"] = {tool: function_reference(f"stubs[{tool!r}]", stub) for tool, stub in stubs.items()}
+    if subagent_cassette is not None:
+        plan = plan_cassette("subagent", subagent_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["subagentCassette"] = {
+            **subagent_cassette.options, "mode": plan.mode, "file": str(plan.write_to),
+            "provider": subagent_cassette.provider,
+        }
+    if model_cassette is not None:
+        plan = plan_cassette("model", model_cassette.file, workdir, record_mode, hint)
+        plans.append(plan)
+        sidecar["modelCassette"] = {**model_cassette.options, "mode": plan.mode, "file": str(plan.write_to)}
+    if record_mode == "none" and allow_live_tools is not True:
+        sidecar["liveTools"] = [] if allow_live_tools is False else list(allow_live_tools)
+    return plans, sidecar
