@@ -20,7 +20,7 @@ from typing import Any, Literal
 from dsh_sidecar.bridge.host.install import PACKAGE
 from dsh_sidecar.bridge.host.stderr import stderr_tail
 
-__all__ = ["Boot", "Row", "boot_check", "parse_row", "python_check", "read_row"]
+__all__ = ["Boot", "Row", "boot_check", "boot_outcome", "parse_row", "python_check", "read_row"]
 
 _NAMED = re.compile(r"^[A-Z][A-Z_]+: ")
 # The cassette sections whose replay file a run reads from its working directory.
@@ -173,8 +173,15 @@ def boot_check(dsh: Path, profile: str, environ: dict[str, str], row: Row, cwd: 
             [str(dsh), "--profile", profile, "--patch", str(patch), "doctor"],
             cwd=work, env=environ, capture_output=True, text=True, timeout=120,
         )
-    if "dsh-sidecar mock route" in proc.stdout:
+    return boot_outcome(proc.returncode, proc.stdout, proc.stderr)
+
+
+def boot_outcome(returncode: int, stdout: str, stderr: str) -> Boot:
+    """What a doctor boot shows: ok, or the line that names why it failed."""
+    if "dsh-sidecar mock route" in stdout:
         return Boot(True, "ok: the sidecar started with the row's config and answered")
-    tail = stderr_tail(proc.stderr, known=[])
-    named = [line for line in tail if _NAMED.match(line)]
-    return Boot(False, (named or tail or [f"exit {proc.returncode}, no stderr"])[0])
+    useful = stderr_tail(stderr, known=[], limit=None)
+    # The named error wherever it is: under load rc.8 may print more lines after the sidecar's,
+    # and its own "FAILED: agent ... setup aborted" (a code without an underscore) comes last.
+    named = sorted((line for line in useful if _NAMED.match(line)), key=lambda line: "_" not in line.split(":")[0])
+    return Boot(False, (named or useful[-6:] or [f"exit {returncode}, no stderr"])[0])

@@ -18,8 +18,9 @@ _SUMMARY_PREFIXES = ("tool cassette ", "subagent cassette ", "model cassette ")
 _FULL_MESSAGE = re.compile(r"; its full message is in the session log: dsh-sidecar sessions show \S+$")
 
 
-def stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
-    """The last useful stderr lines: no JS stack frames, no repeats, nothing already shown."""
+def stderr_tail(stderr: str, *, known: Sequence[str], limit: int | None = _STDERR_TAIL) -> list[str]:
+    """The last ``limit`` useful stderr lines (``None``: all): no JS stack frames, no repeats,
+    nothing already shown."""
     seen: list[str] = []
     for raw in stderr.splitlines():
         line = raw.strip()
@@ -33,4 +34,4 @@ def stderr_tail(stderr: str, *, known: Sequence[str]) -> list[str]:
             continue
         seen.append(line)
     # Cut only a stray huge line: the sidecar's own lines (a recorded-failure line names three calls) fit.
-    return [line[:400] for line in seen[-_STDERR_TAIL:]]
+    return [line[:400] for line in (seen if limit is None else seen[-limit:])]

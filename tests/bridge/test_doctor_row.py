@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from dsh_sidecar.bridge.api import cli
 from dsh_sidecar.bridge.api.run import HostNotFound
+from dsh_sidecar.bridge.host import doctor
 from dsh_sidecar.bridge.host.doctor import Row, parse_row
 from dsh_sidecar.bridge.host.toolchain import HostError
 
@@ -105,3 +106,19 @@ def test_the_variable_names_the_host_and_says_so(monkeypatch: pytest.MonkeyPatch
     assert result.exit_code == 1
     expected = f"dsh-sidecar: using the host at {tmp_path / 'elsewhere'} ($DSH_SIDECAR_HOST)"
     assert result.stderr.splitlines()[0] == expected
+
+
+def test_the_boot_line_is_the_sidecars_named_error_wherever_rc8_prints_it() -> None:
+    # Seen under load: rc.8 printed its own "FAILED: agent ... setup aborted" and more lines after
+    # the sidecar's refusal, and the doctor showed rc.8's line instead of the named error.
+    stderr = "\n".join([
+        "dsh-sidecar: INVALID_CONFIG: toolCassette.file: w.tools.ndjson does not exist",
+        "    at Object.<anonymous> (file:///x/index.js:1:1)",
+        *[f"dsh: note {i}" for i in range(8)],
+        'dsh: FAILED: agent "session-1" setup aborted: owner disposed during setup',
+    ])
+    boot = doctor.boot_outcome(1, "", stderr)
+    assert not boot.ok
+    assert boot.line == "INVALID_CONFIG: toolCassette.file: w.tools.ndjson does not exist"
+    assert doctor.boot_outcome(1, "", "dsh: FAILED: agent x setup aborted").line.startswith("FAILED: agent x")
+    assert doctor.boot_outcome(1, "", "").line == "exit 1, no stderr"
