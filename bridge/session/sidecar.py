@@ -13,7 +13,7 @@ import msgspec
 
 from dsh_sidecar.bridge.hooks.tools import ToolHooks
 from dsh_sidecar.bridge.session.state import SessionState
-from dsh_sidecar.bridge.session.warm import WarmHost
+from dsh_sidecar.bridge.session.warm import WarmHost, WarmSessionUnknown
 from dsh_sidecar.bridge.transport.later import Later, Pending
 from dsh_sidecar.bridge.transport.protocol import (
     PROTOCOL_VERSION,
@@ -156,9 +156,14 @@ class Sidecar:
 
     def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
         """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
-        state = self._tool_sessions.get(params.handle) if self.warm is not None else self.process
-        if state is None:
+        if self.warm is not None:
+            state = self._tool_sessions.get(params.handle)
+            if state is None:
+                raise WarmSessionUnknown("tools/post-execute", None, handle=True)
+        elif self.process is None:
             raise NotInitialized("tools/post-execute")
+        else:
+            state = self.process
         return state.tools_post_execute(params)
 
     def tools_result(self, params: ResultParams) -> Later | None:
@@ -236,7 +241,7 @@ class Sidecar:
             return self._state(None, "model/recorded").model_recorded(params)
         found = self._model_handles.pop(params.handle, None)
         if found is None:
-            raise NotInitialized("model/recorded")
+            raise WarmSessionUnknown("model/recorded", None, handle=True)
         state, handle = found
         return state.model_recorded(msgspec.structs.replace(params, handle=handle))
 

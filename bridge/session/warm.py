@@ -31,8 +31,10 @@ class WarmSessionUnknown(ProtocolError):
 
     code = "WARM_SESSION_UNKNOWN"
 
-    def __init__(self, method: str, session_id: str | None) -> None:
+    def __init__(self, method: str, session_id: str | None, *, handle: bool = False) -> None:
         which = "no session" if not session_id else "a session that is not open"
+        if handle:
+            which = "a call handle no open session gave out"
         super().__init__(f"{method} names {which} in a warm host; every call of a warm host belongs to a "
                          "session the run API opened (an agentless call or a delegated child cannot run warm)")
 

@@ -22,6 +22,8 @@ from dsh_sidecar.bridge.transport.protocol import (
     PROTOCOL_VERSION,
     ExecuteParams,
     InitializeParams,
+    ModelRecordedParams,
+    PostExecuteParams,
     RegistryParams,
     ShutdownParams,
     TurnParams,
@@ -233,3 +235,17 @@ async def test_a_closed_session_leaves_nothing_behind(warm: tuple[Sidecar, Contr
     gc.collect()
     assert [r for r in refs if r() is not None] == []
     assert not sidecar.warm.is_open(job.sessionId)
+
+
+async def test_a_handle_no_open_session_gave_out_is_warm_session_unknown(
+    warm: tuple[Sidecar, Control], tmp_path: Path,
+) -> None:
+    # Fuzz finding (issue 28): both answered NOT_INITIALIZED "arrived before initialize succeeded"
+    # although initialize had succeeded.
+    sidecar, _control = warm
+    with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as post:
+        sidecar.tools_post_execute(msgspec.convert(
+            {"handle": "h-unknown", "path": "root/0", "tool": "echo", "result": {"content": [], "isError": False}}, PostExecuteParams))
+    with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as recorded:
+        sidecar.model_recorded(ModelRecordedParams(handle=99, chunks=msgspec.Raw(b"[]"), atMs=[], complete=True))
+    assert post.value.code == recorded.value.code == "WARM_SESSION_UNKNOWN"
