@@ -1,6 +1,8 @@
-"""One exit-code table and one way to end a command on a named error, for every console script.
+"""One exit-code table and one way to end a command on a named error, for every console script
+and for the ``dsh`` runs the sidecar sets an exit code of.
 
-The table (``dsh-sidecar`` and every command under it, ``dsh-tool-cassette``, ``dsh-subagent-cassette``):
+The table (``dsh-sidecar`` and every command under it, ``dsh-tool-cassette``, ``dsh-subagent-cassette``,
+and ``dsh`` with the ``sidecar`` row enabled; the README's "CLI reference and exit codes" says the same):
 
 ====  =====================================================================================
 code  meaning
@@ -9,6 +11,9 @@ code  meaning
 1     a named error: invalid input, an unreadable file, an I/O failure, a broken host
 2     a usage error (click's own), or ``diff`` found a difference or the files are not
       comparable (a drift gate, like ``diff(1)``)
+3     ``model-cassette diff``: only metadata differs (``EXIT_METADATA``); a ``dsh`` run: its
+      ``/mock`` turn was refused before any tool ran (``EXIT_MOCK_REFUSED``). Two commands, one
+      number: each is the command's "partly" verdict, never an error of the tool itself
 124   ``dsh-sidecar run`` passed ``--timeout`` and was killed (as ``timeout(1)``)
 ====  =====================================================================================
 
@@ -27,6 +32,8 @@ from dsh_sidecar.python_core.errors import SidecarError
 __all__ = [
     "EXIT_DIFFERENT",
     "EXIT_FAILED",
+    "EXIT_METADATA",
+    "EXIT_MOCK_REFUSED",
     "EXIT_OK",
     "EXIT_TIMEOUT",
     "EXIT_USAGE",
@@ -38,6 +45,10 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_DIFFERENT = 2
+EXIT_METADATA = 3
+"""``model-cassette diff``: only metadata (usage, cache counters, failure details, timing) differs."""
+EXIT_MOCK_REFUSED = 3
+"""A ``dsh`` run whose ``/mock`` turn was refused before any tool ran (the highest code applies)."""
 EXIT_TIMEOUT = 124
 
 

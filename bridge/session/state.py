@@ -56,21 +56,18 @@ from dsh_sidecar.bridge.transport.protocol import (
     UpstreamFacts,
 )
 from dsh_sidecar.bridge.transport.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_MOCK_REFUSED
 from dsh_sidecar.python_core.config import SidecarConfig
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
 from dsh_sidecar.python_core.turns import TurnLedger
 
-__all__ = ["EXIT_FAILED", "EXIT_MOCK_REFUSED", "SessionState"]
+__all__ = ["SessionState"]
 
 
 _NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
-# The exit codes the sidecar sets (README, "CLI reference and exit codes"): the highest one applies, and rc.8's own
-# 1 for a failed turn stays when the sidecar has nothing to add.
-EXIT_FAILED = 1
-EXIT_MOCK_REFUSED = 3
 
 
 class SessionState:
@@ -187,7 +184,8 @@ class SessionState:
         self._sessions.setdefault(session_id)
 
     def _exit_code(self, errors: list[SidecarError]) -> int:
-        """The DSH process's exit code as far as the sidecar decides it (README, "CLI reference and exit codes")."""
+        """The DSH process's exit code as far as the sidecar decides it (python_core/cli_errors.py): the
+        highest one applies, and rc.8's own 1 for a failed turn stays when the sidecar has nothing to add."""
         if self.mock is not None and self.mock.refused:
             return EXIT_MOCK_REFUSED
         return EXIT_FAILED if errors else 0

@@ -17,10 +17,11 @@ import msgspec
 from anyio.abc import SocketStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from dsh_sidecar.bridge.session.state import EXIT_FAILED, SessionState
+from dsh_sidecar.bridge.session.state import SessionState
 from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
 from dsh_sidecar.bridge.transport.later import Later
 from dsh_sidecar.bridge.transport.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
+from dsh_sidecar.python_core.cli_errors import EXIT_FAILED
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 

@@ -15,7 +15,7 @@ import click
 import msgspec
 
 from dsh_sidecar.python_core import __version__
-from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_OK, NamedFailure
+from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT_METADATA, EXIT_OK, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.diff import diff_cassettes
 from dsh_sidecar.python_core.model_cassette.errors import short
@@ -89,10 +89,6 @@ def inspect(file: str, as_json: bool) -> None:
             f"{r['chunks']} chunks, {r['toolCalls']} tool calls, finish {r['finish']}, {r['durationMs']} ms"
         )
     click.echo("integrity: valid")
-
-
-EXIT_METADATA = 3
-"""``diff``: only metadata (usage, cache counters, failure details, timing) differs."""
 
 
 @cli.command()

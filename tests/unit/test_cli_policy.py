@@ -162,6 +162,9 @@ def test_usage_errors_exit_two(command: click.Command, args: Sequence[str]) -> N
 def test_one_table_for_every_console_script() -> None:
     assert (cli_errors.EXIT_OK, cli_errors.EXIT_FAILED, cli_errors.EXIT_USAGE, cli_errors.EXIT_DIFFERENT,
             cli_errors.EXIT_TIMEOUT) == (0, 1, 2, 2, 124)
+    # Both 3s live in the one table (issue 28: they were two private constants).
+    assert (cli_errors.EXIT_METADATA, cli_errors.EXIT_MOCK_REFUSED) == (3, 3)
+    assert "EXIT_METADATA" in (cli_errors.__doc__ or "") and "EXIT_MOCK_REFUSED" in (cli_errors.__doc__ or "")
 
 
 class _Broken(SidecarError):
