@@ -289,9 +289,8 @@ def dsh_config() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def dsh_warm_pool() -> Iterator[WarmPool]:
     """The warm hosts of this pytest process (of this xdist worker): ended with the session."""
-    pool = WarmPool()
-    yield pool
-    pool.close()
+    with WarmPool() as pool:
+        yield pool
 
 
 @pytest.fixture

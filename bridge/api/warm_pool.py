@@ -27,6 +27,7 @@ import msgspec
 
 from dsh_sidecar.bridge.host.staging import settle
 from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
 
@@ -98,7 +99,8 @@ class _Host:
                 os.close(pidfd)
             if listener.fileno() not in ready:
                 _kill(proc)
-                raise HostBootFailed("hung" if not ready else "exited")
+                raise HostBootFailed(f"the warm host {'hung' if not ready else 'exited'} before its sidecar connected; "
+                                     "its runs boot cold")
             conn, _ = listener.accept()
         finally:
             listener.close()
@@ -191,9 +193,11 @@ class _Host:
             shutil.rmtree(self.private, ignore_errors=True)
 
 
-class HostBootFailed(Exception):
+class HostBootFailed(SidecarError):
     """A warm host exited or hung before its sidecar connected: its runs boot cold instead, where
     the boot's failure is printed as the run's own."""
+
+    code = "WARM_HOST_BOOT_FAILED"
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -273,9 +277,15 @@ class WarmPool:
         return found
 
     def close(self) -> None:
-        """End the warm host, if any."""
+        """End the warm host, if any (idempotent; the pool boots a new one if used again)."""
         with self._lock:
             self._close()
+
+    def __enter__(self) -> WarmPool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def _close(self) -> None:
         host, self._host = self._host, None

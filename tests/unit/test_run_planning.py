@@ -289,3 +289,13 @@ def test_the_dormant_provider_row_is_skipped_only_while_nothing_can_give_it_a_ro
     assert unused_rows(host, "headless", [], []) == []
     (tmp_path / "home" / "settings.yaml").write_text("llm-deepseek: {}\n")
     assert unused_rows(host, "headless", [], []) == ["llm-pi-ai"]
+
+
+def test_the_warm_pool_is_a_context_manager_and_its_boot_failure_is_a_named_sidecar_error() -> None:
+    from dsh_sidecar.bridge.api.warm_pool import HostBootFailed, WarmPool
+    from dsh_sidecar.python_core.errors import SidecarError
+
+    with WarmPool() as pool:
+        assert pool.pids() == []
+    pool.close()  # idempotent after the block
+    assert issubclass(HostBootFailed, SidecarError) and HostBootFailed.code == "WARM_HOST_BOOT_FAILED"
