@@ -6,7 +6,7 @@ there is one pending map, for the incoming direction. It never touches a pipe, s
 lines.
 
 Every request that carries an id gets an answer with that id, whatever is wrong with it, as long
-as the id can be read: a lone surrogate escape or nesting beyond ``MAX_DEPTH`` elsewhere in the
+as the id can be read: a lone surrogate escape or nesting beyond ``WIRE_MAX_DEPTH`` elsewhere in the
 line does not cost the caller its answer.
 """
 
@@ -25,10 +25,10 @@ __all__ = [
     "CANCEL_MARK",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
-    "MAX_DEPTH",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
     "SERVER_ERROR",
+    "WIRE_MAX_DEPTH",
     "Action",
     "Cancel",
     "Dispatch",
@@ -44,10 +44,12 @@ INVALID_PARAMS = -32602
 CANCELLED = -32800
 SERVER_ERROR = -32000
 
-# Deepest array/object nesting a line may have. msgspec (like any recursive decoder) runs out
-# of recursion budget near 1,000 levels; a fixed, lower limit makes the cut-off the same in
-# every call stack and on every interpreter.
-MAX_DEPTH = 512
+# Deepest array/object nesting a wire line may have. msgspec (like any recursive decoder) runs
+# out of recursion budget near 1,000 levels; a fixed, lower limit makes the cut-off the same in
+# every call stack and on every interpreter. It is above canonical.MAX_DEPTH (256, the limit of
+# every value the features read) on purpose: a value at that limit still fits inside an envelope
+# and its params, and is refused by the feature with the feature's own named error.
+WIRE_MAX_DEPTH = 512
 
 CANCEL_METHOD = "$/cancelRequest"
 
@@ -104,7 +106,7 @@ def nesting_depth(line: bytes) -> int:
 
 def _maybe_too_deep(line: bytes) -> bool:
     # C-speed upper bound: a line cannot nest deeper than it has opening brackets.
-    return line.count(b"[") + line.count(b"{") > MAX_DEPTH and nesting_depth(line) > MAX_DEPTH
+    return line.count(b"[") + line.count(b"{") > WIRE_MAX_DEPTH and nesting_depth(line) > WIRE_MAX_DEPTH
 
 
 def _peek(line: bytes) -> _Peek | None:
@@ -234,7 +236,7 @@ class RpcConnection:
                 _named(
                     _recover_id(line),
                     "NESTING_TOO_DEEP",
-                    f"the message nests arrays/objects deeper than {MAX_DEPTH} levels; send a flatter value",
+                    f"the message nests arrays/objects deeper than {WIRE_MAX_DEPTH} levels; send a flatter value",
                 )
             ]
         try:
@@ -296,7 +298,8 @@ class RpcConnection:
         try:
             value = msgspec.json.decode(line)
         except RecursionError:
-            return _named(_recover_id(line), "NESTING_TOO_DEEP", f"the message nests deeper than {MAX_DEPTH} levels")
+            return _named(_recover_id(line), "NESTING_TOO_DEEP",
+                          f"the message nests deeper than {WIRE_MAX_DEPTH} levels")
         except msgspec.DecodeError:
             if _SURROGATE_ESCAPES.search(line) is not None:
                 try:

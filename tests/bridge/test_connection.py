@@ -13,8 +13,8 @@ from dsh_sidecar.bridge.transport.connection import (
     CANCELLED,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    MAX_DEPTH,
     PARSE_ERROR,
+    WIRE_MAX_DEPTH,
     Cancel,
     Dispatch,
     RpcConnection,
@@ -251,7 +251,7 @@ def nested(levels: int) -> bytes:
     return b"[" * levels + b"]" * levels
 
 
-@pytest.mark.parametrize("levels", [MAX_DEPTH, MAX_DEPTH + 1, 5_000, 200_000])
+@pytest.mark.parametrize("levels", [WIRE_MAX_DEPTH, WIRE_MAX_DEPTH + 1, 5_000, 200_000])
 def test_nesting_beyond_max_depth_is_named_with_the_id_and_up_to_it_is_served(levels: int) -> None:
     conn = RpcConnection()
     for raw in (
@@ -259,7 +259,7 @@ def test_nesting_beyond_max_depth_is_named_with_the_id_and_up_to_it_is_served(le
         b'{"jsonrpc":"2.0","method":"m","params":{"a":' + nested(levels - 2) + b'},"id":9}',
     ):
         (action,) = conn.feed(raw)
-        if levels <= MAX_DEPTH:
+        if levels <= WIRE_MAX_DEPTH:
             assert isinstance(action, Dispatch)
             conn.respond(9, None)
             continue
@@ -267,7 +267,8 @@ def test_nesting_beyond_max_depth_is_named_with_the_id_and_up_to_it_is_served(le
         assert message["id"] == 9
         assert message["error"]["data"] == {"code": "NESTING_TOO_DEEP"}
         assert message["error"]["message"] == (
-            f"NESTING_TOO_DEEP: the message nests arrays/objects deeper than {MAX_DEPTH} levels; send a flatter value"
+            f"NESTING_TOO_DEEP: the message nests arrays/objects deeper than {WIRE_MAX_DEPTH} levels; "
+            "send a flatter value"
         )
 
 

@@ -24,7 +24,7 @@ import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from dsh_sidecar.bridge.transport.connection import MAX_DEPTH
+from dsh_sidecar.bridge.transport.connection import WIRE_MAX_DEPTH
 from dsh_sidecar.bridge.transport.protocol import METHODS
 from dsh_sidecar.bridge.transport.server import MAX_LINE
 
@@ -123,7 +123,7 @@ def generate(rand: random.Random, n: int) -> tuple[bytes, str | int | None]:
         at = rand.randrange(2, len(body))
         return body[:at] + rand.choice([b'"\\ud800"', b'"\\udc00x"', b"\\uDBFF"]) + body[at:], None
     if kind < 70:
-        levels = rand.choice([MAX_DEPTH - 3, MAX_DEPTH + 1, 981, 5_000, 50_000])
+        levels = rand.choice([WIRE_MAX_DEPTH - 3, WIRE_MAX_DEPTH + 1, 981, 5_000, 50_000])
         deep = b"[" * levels + b"]" * levels
         order = rand.random() < 0.5
         head = b'{"jsonrpc":"2.0","id":' + json.dumps(id_).encode() + b',"method":"tools/result","params":'
