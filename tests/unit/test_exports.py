@@ -82,7 +82,8 @@ EXPORTS: dict[str, list[str]] = {
     "python_core": ["__version__"],
     "python_core.canonical": [
         "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
-        "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
+        "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "ordered_bytes", "pointer",
+        "too_deep",
         "too_deep_lines", "value_too_deep",
     ],
     "python_core.cassette_io": [
@@ -238,8 +239,9 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.tool_cassette.format": [
         "AnyFrame", "Cancellation", "CompleteFrame", "DefinitionFrame", "Frame", "GENESIS", "HeaderFrame",
         "HostEvent", "HostState", "PROTOCOL", "READABLE_VERSIONS", "ResultFrame", "StartFrame", "ToolErrorInfo",
-        "ToolFailure", "VERSION",
-        "canonical_payload", "canonical_text", "decode_frame", "encode", "probe_header", "seal",
+        "ToolFailure", "VERBATIM_VERSION", "VERSION",
+        "canonical_outcome", "canonical_payload", "canonical_text", "decode_frame", "encode", "is_well_formed",
+        "probe_header", "seal", "verbatim_text",
     ],
     "python_core.tool_cassette.dependencies": ["DependencyTracker", "PATH_ARGUMENTS", "ToolDependency"],
     "python_core.tool_cassette.host_state": [
