@@ -171,8 +171,8 @@ class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
 
     A success keeps ``value`` and (version 3) the ``content`` and ``meta`` its renderer made
     (version 4: each as the host serialized it), which only a stand-in serves (a registered
-    tool renders the value itself); a failure keeps ``error``, ``content`` and ``meta`` verbatim. ``cancellation`` is set when the post phase
-    turned the success into an abort.
+    tool renders the value itself); a failure keeps ``error``, ``content`` and ``meta`` verbatim.
+    ``cancellation`` is set when the post phase turned the success into an abort.
     """
 
     ordinal: int

@@ -13,11 +13,11 @@ from click.testing import CliRunner
 from dsh_sidecar.python_core.cassette_io import Chain
 from dsh_sidecar.python_core.tool_cassette.cli import main
 from dsh_sidecar.python_core.tool_cassette.format import (
-    canonical_outcome,
     DefinitionFrame,
     HeaderFrame,
     HostState,
     ResultFrame,
+    canonical_outcome,
     decode_frame,
     seal,
 )
