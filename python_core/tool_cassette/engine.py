@@ -754,7 +754,7 @@ class RecordSession(ToolCassetteSession):
         self._defined.add(tool)
         return self._emit(DefinitionFrame(
             seq=0, prev=GENESIS, tool=tool, description=contract.description,
-            parameters=canonical_text(bytes(contract.parameters)), output=canonical_text(bytes(contract.output)),
+            parameters=verbatim_text(bytes(contract.parameters)), output=verbatim_text(bytes(contract.output)),
             presentationMeta=True if contract.presentationMeta else UNSET, timeoutMs=contract.timeoutMs,
         ))
 

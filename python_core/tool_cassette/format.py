@@ -5,9 +5,10 @@ Rule: a cassette is NDJSON; each line is one frame, its members sorted by key. `
 frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0.
 Payloads stay ``msgspec.Raw``: arguments, definitions and host events hold canonical bytes; from
 version 4 a ``call/result``'s outcome payloads (``value``, ``content``, ``meta``,
-``additionalContexts``, ``cancellation.content``) hold the host's own JSON text verbatim (its key
-order), so a replay serves what the model saw; every comparison and digest takes their
-canonical form (``canonical_outcome``).
+``additionalContexts``, ``cancellation.content``) and a ``tool`` frame's ``parameters`` and
+``output`` hold the host's own JSON text verbatim (its key order), so a replay serves what the
+model saw; every comparison and digest takes their canonical form (``canonical_outcome``,
+``canonical_definition``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "StartFrame",
     "ToolErrorInfo",
     "ToolFailure",
+    "canonical_definition",
     "canonical_outcome",
     "canonical_payload",
     "canonical_text",
@@ -139,7 +141,7 @@ class DefinitionFrame(Frame, tag="tool", frozen=True, kw_only=True):
     What a replay needs to stand the tool up when no plugin registers it (its MCP server down,
     its row absent): the model-facing ``description`` and ``parameters`` and the ``output``
     schema DSH validates a served value against. Rendering is data: each success keeps the
-    content the real renderer produced.
+    content the real renderer produced. Version 4 keeps both schemas as the host serialized them.
     """
 
     tool: str
@@ -290,16 +292,25 @@ def canonical_outcome(frame: ResultFrame) -> ResultFrame:
 
 def is_well_formed(body: bytes, frame: AnyFrame, version: int | None) -> bool:
     """Whether line ``body`` is ``frame`` as this format writes it: canonical JSON, except that a
-    version 4 ``call/result`` holds its outcome payloads as the host's strict JSON text.
+    version 4 ``call/result`` or ``tool`` frame holds its payloads as the host's strict JSON text.
 
     ``version``: the file's header version (``None`` while reading the header).
     """
-    if not isinstance(frame, ResultFrame) or version is None or version < VERBATIM_VERSION:
+    if not isinstance(frame, ResultFrame | DefinitionFrame) or version is None or version < VERBATIM_VERSION:
         return is_canonical(body)
     if encode(frame) != body:
         return False
     try:
-        canonical_outcome(frame)
+        canonical_outcome(frame) if isinstance(frame, ResultFrame) else canonical_definition(frame)
     except CanonicalJsonError:
         return False
     return True
+
+
+def canonical_definition(frame: DefinitionFrame) -> DefinitionFrame:
+    """``frame`` with ``parameters`` and ``output`` in canonical form (for comparisons).
+
+    Raises:
+        CanonicalJsonError: a schema breaks the strict profile (a verified file never does).
+    """
+    return msgspec.structs.replace(frame, parameters=_canonical(frame.parameters), output=_canonical(frame.output))
