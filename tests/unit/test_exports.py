@@ -163,7 +163,6 @@ EXPORTS: dict[str, list[str]] = {
         "PROTOCOL", "READABLE", "VERSION", "checked_chunks", "chunk_facts", "decode_frame", "encode", "line_hash",
         "probe_header", "seal",
     ],
-    "python_core.model_cassette.pacing": ["INSTANT_RETRY_AFTER_MS", "instant_failures"],
     "python_core.model_cassette.request": [
         "CWD_TOKEN", "FilterView", "MessageDigest", "RequestParts", "ToolDigest", "checked_parts", "compare",
         "filter_view", "lane_of", "normalize", "parts_of", "parts_of_canonical",
