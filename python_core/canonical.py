@@ -35,6 +35,7 @@ __all__ = [
     "digest_bytes",
     "is_canonical",
     "loads_strict",
+    "ordered_bytes",
     "pointer",
     "too_deep",
     "too_deep_lines",
@@ -168,8 +169,11 @@ def _sorted_keys(mapping: Mapping[str, Any]) -> list[str]:
     return sorted(keys, key=_utf16)
 
 
-def _prepare(value: Any, path: list[str | int]) -> Any:
-    """Validate ``value`` and replace floats by their canonical raw text."""
+def _prepare(value: Any, path: list[str | int], ordered: bool = False) -> Any:
+    """Validate ``value`` and replace floats by their canonical raw text.
+
+    ``ordered``: keep each object's keys in their order instead of sorting them.
+    """
     if value is None or value is True or value is False:
         return value
     if isinstance(value, str):
@@ -210,16 +214,16 @@ def _prepare(value: Any, path: list[str | int]) -> Any:
                         pointer(path) or "/", "lone surrogate in an object key"
                     ) from None
         out: dict[str, Any] = {}
-        for key in _sorted_keys(value):
+        for key in list(value) if ordered else _sorted_keys(value):
             path.append(key)
-            out[key] = _prepare(value[key], path)
+            out[key] = _prepare(value[key], path, ordered)
             path.pop()
         return out
     if isinstance(value, list | tuple):
         items = []
         for index, item in enumerate(value):
             path.append(index)
-            items.append(_prepare(item, path))
+            items.append(_prepare(item, path, ordered))
             path.pop()
         return items
     raise CanonicalJsonError(pointer(path) or "/", f"{type(value).__name__} is not a JSON value")
@@ -236,6 +240,22 @@ def canonical_bytes(value: Any) -> bytes:
         return quick
     try:
         return _ENCODER.encode(_prepare(value, []))
+    except RecursionError:
+        raise CanonicalJsonError("/", DEPTH_REASON) from None
+
+
+def ordered_bytes(value: Any) -> bytes:
+    """Encode ``value`` in the strict profile with each object's keys in their own order.
+
+    The text a JavaScript host would print for the same value (``JSON.stringify``): what a
+    replay serves where the host shows the JSON itself. Never hashed: digests take
+    ``canonical_bytes``.
+
+    Raises:
+        CanonicalJsonError: the value has no strict form (location in the message).
+    """
+    try:
+        return _ENCODER.encode(_prepare(value, [], ordered=True))
     except RecursionError:
         raise CanonicalJsonError("/", DEPTH_REASON) from None
 

@@ -47,7 +47,6 @@ from dsh_sidecar.python_core.model_cassette.format import (
     HeaderFrame,
     chunk_facts,
 )
-from dsh_sidecar.python_core.model_cassette.pacing import instant_failures
 from dsh_sidecar.python_core.model_cassette.request import compare, filter_view, lane_of, normalize, parts_of
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
 from dsh_sidecar.python_core.tool_cassette.filters import Filters, rules_digest
@@ -202,9 +201,9 @@ class ModelCassette:
             raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint,
                                                           self.name))
         self._consumed.add((lane, position))
-        if self.config.timing == "recorded":
-            return Serve(handle, recorded.chunks, recorded.atMs)
-        return Serve(handle, Raw(instant_failures(bytes(recorded.chunks))), None)
+        # Both timings serve the recorded bytes: a failure is the recorded one, so the host's
+        # retry policy waits what it decides (docs/model-cassette-format.md, "Replay").
+        return Serve(handle, recorded.chunks, recorded.atMs if self.config.timing == "recorded" else None)
 
     def _poison(self, error: SidecarError) -> SidecarError:
         self._poisoned = True

@@ -12,7 +12,7 @@ import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.python_core.canonical import digest_bytes
-from dsh_sidecar.python_core.tool_cassette.format import ResultFrame, ToolFailure, encode
+from dsh_sidecar.python_core.tool_cassette.format import ResultFrame, ToolFailure, canonical_outcome, encode
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall
 
 __all__ = ["CallSummary", "OutcomeKind", "outcome_json", "summarize"]
@@ -44,7 +44,7 @@ def _code(failure: ToolFailure) -> str | None:
 
 def outcome_json(frame: ResultFrame) -> bytes:
     """Canonical JSON of a result frame's outcome alone (no chain fields, no ordinal)."""
-    return encode(msgspec.structs.replace(frame, seq=0, prev="", hash=UNSET, ordinal=0))
+    return encode(msgspec.structs.replace(canonical_outcome(frame), seq=0, prev="", hash=UNSET, ordinal=0))
 
 
 def _summary(call: RecordedCall) -> CallSummary:

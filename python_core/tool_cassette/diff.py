@@ -18,6 +18,7 @@ import msgspec
 from dsh_sidecar.python_core.json_pointers import PointerChange, differing_pointers
 from dsh_sidecar.python_core.tool_cassette.calls import CallSummary, outcome_json, summarize
 from dsh_sidecar.python_core.tool_cassette.config import same_selection
+from dsh_sidecar.python_core.tool_cassette.format import canonical_definition
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall
 
 __all__ = ["CallChange", "ContractChange", "DiffReport", "FieldChange", "diff_cassettes", "outcome_label"]
@@ -136,6 +137,7 @@ def _contracts(a: Cassette, b: Cassette) -> tuple[ContractChange, ...]:
         if x is None or y is None:
             out.append(ContractChange(tool=tool, kind="added" if x is None else "removed"))
             continue
+        x, y = canonical_definition(x), canonical_definition(y)  # key order is not a change
         fields = tuple(f for f in _CONTRACT_FIELDS if getattr(x, f) != getattr(y, f))
         if fields:
             out.append(ContractChange(tool=tool, kind="changed", fields=fields))

@@ -18,12 +18,12 @@ from __future__ import annotations
 import abc
 import enum
 import os
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.canonical import digest_bytes, ordered_bytes
 from dsh_sidecar.python_core.cassette_io import Chain, LineSink
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.json_pointers import describe, differing_pointers
@@ -65,9 +65,10 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     StartFrame,
     ToolErrorInfo,
     ToolFailure,
+    canonical_outcome,
     canonical_payload,
     canonical_text,
-    encode,
+    verbatim_text,
 )
 from dsh_sidecar.python_core.tool_cassette.host_state import relocated
 from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
@@ -97,14 +98,15 @@ __all__ = [
 
 
 class ToolResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """The host's ``ToolExecutionResult`` as JSON; payloads stay ``Raw`` where Node sent bytes."""
+    """The host's ``ToolExecutionResult`` as JSON; payloads stay ``Raw``: the bytes Node sent,
+    in the host's key order, which a recording keeps and a replay serves."""
 
     isError: bool
-    content: list[Any]
+    content: Raw
     value: Raw | UnsetType = UNSET
     error: ToolFailure | UnsetType = UNSET
     meta: Raw | UnsetType = UNSET
-    additionalContexts: list[Any] | UnsetType = UNSET
+    additionalContexts: Raw | UnsetType = UNSET
     concludesTurn: bool | UnsetType = UNSET
 
 
@@ -320,33 +322,35 @@ class _Call:
 def capture_outcome(result: ToolResult, ordinal: int) -> ResultFrame:
     """Build the unchained ``call/result`` frame for ``result`` (post-execute input).
 
+    The payloads are kept as the host serialized them (format version 4), once each is known to
+    have a strict canonical form.
+
     Raises:
         CanonicalJsonError: a payload has no strict canonical form.
         ValueError: the result's shape is inconsistent (structural reason).
     """
-    contexts = canonical_payload([] if result.additionalContexts is UNSET else
-                                 result.additionalContexts)
+    contexts = Raw(b"[]") if result.additionalContexts is UNSET else verbatim_text(bytes(result.additionalContexts))
+    content = verbatim_text(bytes(result.content))
+    meta = UNSET if result.meta is UNSET else verbatim_text(bytes(result.meta))
     if not result.isError:
         if result.value is UNSET:
             raise ValueError("success without a value")
         return ResultFrame(
-            seq=0, prev=GENESIS, ordinal=ordinal, isError=False,
-            value=canonical_text(bytes(result.value)), content=canonical_payload(result.content),
-            meta=UNSET if result.meta is UNSET else canonical_text(bytes(result.meta)),
-            additionalContexts=contexts,
+            seq=0, prev=GENESIS, ordinal=ordinal, isError=False, value=verbatim_text(bytes(result.value)),
+            content=content, meta=meta, additionalContexts=contexts,
         )
     if result.error is UNSET:
         raise ValueError("failure without an error")
     canonical_payload(msgspec.to_builtins(result.error))
     return ResultFrame(
         seq=0, prev=GENESIS, ordinal=ordinal, isError=True, error=result.error,
-        content=canonical_payload(result.content),
-        meta=UNSET if result.meta is UNSET else canonical_text(bytes(result.meta)),
-        additionalContexts=contexts,
+        content=content, meta=meta, additionalContexts=contexts,
     )
 
 
 def _outcome_key(frame: ResultFrame) -> tuple[object, ...]:
+    # Key order is not a difference: the host may hand the served text back in its own order.
+    frame = canonical_outcome(frame)
     if not frame.isError:
         # A success's content and meta are the live renderer's: a registered tool may render
         # the recorded value otherwise, and only the value is the recorded outcome.
@@ -356,13 +360,15 @@ def _outcome_key(frame: ResultFrame) -> tuple[object, ...]:
 
 def _serve(record: RecordedCall, stood_up: bool = False) -> Serve:
     """The served answer of ``record``; ``stood_up``: its tool is a stand-in, which renders only
-    what is served (a success recorded without its rendering shows its value's JSON text)."""
+    what is served (a success recorded without its rendering shows its value's JSON text).
+
+    Payloads go out as recorded (version 4: the host's text, so its key order) and the result's
+    members in the host's own order; older files hold canonical payloads and serve them so.
+    """
     frame = record.result
     body: dict[str, object]
     if frame.isError:
-        body = {"content": frame.content, "error": frame.error, "isError": True}
-        if frame.meta is not UNSET:
-            body["meta"] = frame.meta
+        body = {"isError": True, "error": frame.error, "content": frame.content}
     else:
         # The recorded rendering travels along: a stand-in's renderer serves it (a registered
         # tool renders the value itself and DSH drops this content).
@@ -370,22 +376,24 @@ def _serve(record: RecordedCall, stood_up: bool = False) -> Serve:
         if content is UNSET:
             assert frame.value is not UNSET  # verified: a success always has a value
             content = [{"type": "text", "text": bytes(frame.value).decode()}] if stood_up else []
-        body = {"content": content, "isError": False, "value": frame.value}
-        if frame.meta is not UNSET:
-            body["meta"] = frame.meta
+        body = {"isError": False, "value": frame.value, "content": content}
+    if frame.meta is not UNSET:
+        body["meta"] = frame.meta
     cancellation = None
     if frame.cancellation is not UNSET:
         cancelled = frame.cancellation
-        cancellation = Raw(encode(
-            {"content": cancelled.content, "error": cancelled.error, "isError": True}
+        cancellation = Raw(_SERVED.encode(
+            {"isError": True, "error": cancelled.error, "content": cancelled.content}
         ))
     return Serve(
-        ordinal=record.ordinal, result=Raw(encode(body)),
+        ordinal=record.ordinal, result=Raw(_SERVED.encode(body)),
         additionalContexts=frame.additionalContexts, cancellation=cancellation,
         host=None if frame.host is UNSET else frame.host,
     )
 
 
+# Served results keep insertion order: the host's member order, ``error`` as its fields are declared.
+_SERVED = msgspec.json.Encoder()
 _PLACEHOLDER_BYTES = msgspec.json.encode(PLACEHOLDER)[1:-1]
 R = TypeVar("R", Raw, Raw | UnsetType)
 
@@ -418,9 +426,14 @@ def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFr
 
 
 def _redact_raw(filters: Filters, tool: str, raw: R) -> R:
+    """``raw`` with the filters applied; an unchanged payload keeps its bytes, a changed one
+    keeps its key order (it is served as recorded)."""
     if not filters or isinstance(raw, UnsetType):
         return raw
-    return canonical_payload(filters.apply(msgspec.json.decode(raw), tool=tool, where="result"))
+    redacted = filters.apply(msgspec.json.decode(raw), tool=tool, where="result")
+    if redacted == msgspec.json.decode(raw):
+        return raw
+    return Raw(ordered_bytes(redacted))
 
 
 def _holds_placeholder(frame: ResultFrame) -> bool:
@@ -741,7 +754,7 @@ class RecordSession(ToolCassetteSession):
         self._defined.add(tool)
         return self._emit(DefinitionFrame(
             seq=0, prev=GENESIS, tool=tool, description=contract.description,
-            parameters=canonical_text(bytes(contract.parameters)), output=canonical_text(bytes(contract.output)),
+            parameters=verbatim_text(bytes(contract.parameters)), output=verbatim_text(bytes(contract.output)),
             presentationMeta=True if contract.presentationMeta else UNSET, timeoutMs=contract.timeoutMs,
         ))
 
@@ -766,7 +779,7 @@ class RecordSession(ToolCassetteSession):
         if not frame.isError and _is_abort(final):
             assert final.error is not UNSET
             try:
-                content = _redact_raw(self._filters, call.tool, canonical_payload(final.content))
+                content = _redact_raw(self._filters, call.tool, verbatim_text(bytes(final.content)))
             except CanonicalJsonError as exc:
                 self._fail(OutcomeUnrecordable(call.tool, call.path, call.ordinal, exc.reason))
                 return

@@ -1,9 +1,14 @@
 """Cassette frames: closed Structs, canonical lines, the hash chain.
 
-Rule: a cassette is NDJSON; each line is the canonical JSON of one frame. ``hash`` is the
-``sha256:`` digest of the canonical JSON of the same frame without ``hash``; ``prev`` is the
-previous frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0.
-Payloads (arguments, values, content, contexts) stay ``msgspec.Raw`` holding canonical bytes.
+Rule: a cassette is NDJSON; each line is one frame, its members sorted by key. ``hash`` is the
+``sha256:`` digest of the same frame without ``hash`` as written; ``prev`` is the previous
+frame's ``hash`` (``GENESIS`` for the header); ``seq`` counts lines from 0.
+Payloads stay ``msgspec.Raw``: arguments, definitions and host events hold canonical bytes; from
+version 4 a ``call/result``'s outcome payloads (``value``, ``content``, ``meta``,
+``additionalContexts``, ``cancellation.content``) and a ``tool`` frame's ``parameters`` and
+``output`` hold the host's own JSON text verbatim (its key order), so a replay serves what the
+model saw; every comparison and digest takes their canonical form (``canonical_outcome``,
+``canonical_definition``).
 """
 
 from __future__ import annotations
@@ -13,14 +18,22 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
-from dsh_sidecar.python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
+from dsh_sidecar.python_core.canonical import (
+    NOT_CANONICAL,
+    canonical_bytes,
+    decode_canonical,
+    is_canonical,
+    loads_strict,
+)
 from dsh_sidecar.python_core.cassette_io import GENESIS, seal
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
     "GENESIS",
     "PROTOCOL",
     "READABLE_VERSIONS",
+    "VERBATIM_VERSION",
     "VERSION",
     "AnyFrame",
     "Cancellation",
@@ -34,20 +47,27 @@ __all__ = [
     "StartFrame",
     "ToolErrorInfo",
     "ToolFailure",
+    "canonical_definition",
+    "canonical_outcome",
     "canonical_payload",
     "canonical_text",
     "decode_frame",
     "encode",
+    "is_well_formed",
     "probe_header",
     "seal",
+    "verbatim_text",
 ]
 
 PROTOCOL = "dsh-tool-cassette"
-VERSION = 3
+VERSION = 4
 # Version 1 files have no ``host`` member on ``call/result``: their replays restore no host state.
 # Versions 1 and 2 have no ``tool`` frames and no rendered content of successes: a tool that no
 # plugin registers at replay cannot be stood up from them.
-READABLE_VERSIONS = frozenset({1, 2, 3})
+# Versions 1 to 3 keep outcome payloads canonical (keys sorted): a replay serves them so, and a
+# tool that renders its value as JSON shows the model the keys sorted.
+READABLE_VERSIONS = frozenset({1, 2, 3, 4})
+VERBATIM_VERSION = 4
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -121,7 +141,7 @@ class DefinitionFrame(Frame, tag="tool", frozen=True, kw_only=True):
     What a replay needs to stand the tool up when no plugin registers it (its MCP server down,
     its row absent): the model-facing ``description`` and ``parameters`` and the ``output``
     schema DSH validates a served value against. Rendering is data: each success keeps the
-    content the real renderer produced.
+    content the real renderer produced. Version 4 keeps both schemas as the host serialized them.
     """
 
     tool: str
@@ -151,10 +171,10 @@ class HostState(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_de
 class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
     """Outcome of the call started with ``ordinal``, at the ``tools/post-execute`` input.
 
-    A success keeps ``value`` and (version 3) the ``content`` and ``meta`` its renderer made,
-    which only a stand-in serves (a registered tool renders the value itself); a failure keeps
-    ``error``, ``content`` and ``meta`` verbatim. ``cancellation`` is set when the post phase
-    turned the success into an abort.
+    A success keeps ``value`` and (version 3) the ``content`` and ``meta`` its renderer made
+    (version 4: each as the host serialized it), which only a stand-in serves (a registered
+    tool renders the value itself); a failure keeps ``error``, ``content`` and ``meta`` verbatim.
+    ``cancellation`` is set when the post phase turned the success into an abort.
     """
 
     ordinal: int
@@ -235,3 +255,62 @@ def canonical_text(data: bytes) -> Raw:
     if decode_canonical(data) is not NOT_CANONICAL:
         return Raw(data)
     return canonical_payload(loads_strict(data))
+
+
+def verbatim_text(data: bytes) -> Raw:
+    """Return JSON text ``data`` as it is, once it is known to have a strict canonical form.
+
+    Raises:
+        CanonicalJsonError: the text is not JSON or breaks the strict profile.
+    """
+    canonical_text(data)
+    return Raw(data)
+
+
+def _canonical(raw: Raw) -> Raw:
+    return canonical_text(bytes(raw))
+
+
+def canonical_outcome(frame: ResultFrame) -> ResultFrame:
+    """``frame`` with its outcome payloads in canonical form: what digests and comparisons see.
+
+    Raises:
+        CanonicalJsonError: a payload breaks the strict profile (a verified file never does).
+    """
+    cancellation = frame.cancellation
+    if cancellation is not UNSET:
+        cancellation = msgspec.structs.replace(cancellation, content=_canonical(cancellation.content))
+    return msgspec.structs.replace(
+        frame,
+        value=UNSET if frame.value is UNSET else _canonical(frame.value),
+        content=UNSET if frame.content is UNSET else _canonical(frame.content),
+        meta=UNSET if frame.meta is UNSET else _canonical(frame.meta),
+        additionalContexts=_canonical(frame.additionalContexts),
+        cancellation=cancellation,
+    )
+
+
+def is_well_formed(body: bytes, frame: AnyFrame, version: int | None) -> bool:
+    """Whether line ``body`` is ``frame`` as this format writes it: canonical JSON, except that a
+    version 4 ``call/result`` or ``tool`` frame holds its payloads as the host's strict JSON text.
+
+    ``version``: the file's header version (``None`` while reading the header).
+    """
+    if not isinstance(frame, ResultFrame | DefinitionFrame) or version is None or version < VERBATIM_VERSION:
+        return is_canonical(body)
+    if encode(frame) != body:
+        return False
+    try:
+        canonical_outcome(frame) if isinstance(frame, ResultFrame) else canonical_definition(frame)
+    except CanonicalJsonError:
+        return False
+    return True
+
+
+def canonical_definition(frame: DefinitionFrame) -> DefinitionFrame:
+    """``frame`` with ``parameters`` and ``output`` in canonical form (for comparisons).
+
+    Raises:
+        CanonicalJsonError: a schema breaks the strict profile (a verified file never does).
+    """
+    return msgspec.structs.replace(frame, parameters=_canonical(frame.parameters), output=_canonical(frame.output))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
-from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, too_deep
 from dsh_sidecar.python_core.cassette_io import Chain, schema_location
 from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, CassetteIOError
@@ -23,20 +23,21 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     HeaderFrame,
     StartFrame,
     decode_frame,
+    is_well_formed,
 )
 from dsh_sidecar.python_core.tool_cassette.store import check_lines
 
 __all__ = ["reseal_file", "reseal_lines"]
 
 
-def _frame(number: int, body: bytes) -> AnyFrame:
+def _frame(number: int, body: bytes, version: int | None) -> AnyFrame:
     if too_deep(body):
         raise CassetteInvalid(DEPTH_REASON, line=number)
     try:
         frame = decode_frame(body)
     except msgspec.DecodeError as exc:
         raise CassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})", line=number) from None
-    if not is_canonical(body):
+    if not is_well_formed(body, frame, version):
         raise CassetteInvalid("not canonical JSON; reseal keeps content as written, so write it "
                               "canonical (sorted keys, no spaces)", line=number)
     return frame
@@ -50,9 +51,12 @@ def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
             verification (names the line and the reason; nothing is written).
     """
     frames: list[AnyFrame] = []
+    version: int | None = None
     for number, line in enumerate(lines, start=1):
         body = line[:-1] if line.endswith(b"\n") else line
-        frame = _frame(number, body)
+        frame = _frame(number, body, version)
+        if isinstance(frame, HeaderFrame) and version is None:
+            version = frame.version
         if isinstance(frame, CompleteFrame):
             if number != len(lines):
                 raise CassetteInvalid("complete tail before the last line", line=number)

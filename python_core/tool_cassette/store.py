@@ -4,7 +4,8 @@ Rule (``python_core.cassette_io``): the formal file is never written in place an
 overwritten. Recording appends to ``<file>.partial`` (created with O_EXCL), fsyncs every
 frame, then publishes with ``os.link`` (fails if the formal file exists) and unlinks the
 partial. Verify and load run one scanner: a file is loaded only after every frame has been
-checked, and a line that is not canonical JSON is rejected.
+checked, and a line that is not canonical JSON (a version 4 outcome's payloads aside: the host's
+strict JSON text) is rejected.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_canonical, too_deep
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, too_deep
 from dsh_sidecar.python_core.cassette_io import (
     Chain,
     PartialFile,
@@ -43,6 +44,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     ResultFrame,
     StartFrame,
     decode_frame,
+    is_well_formed,
     probe_header,
 )
 
@@ -186,7 +188,7 @@ class _Scanner:
         kind = type(frame).__struct_config__.tag
         assert isinstance(kind, str)
         ordinal = getattr(frame, "ordinal", None)
-        if not is_canonical(body):
+        if not is_well_formed(body, frame, None if self.header is None else self.header.version):
             raise CassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
         if frame.seq != self.frames:
             reason = f"seq {frame.seq} where {self.frames} expected"

@@ -112,7 +112,8 @@ async def test_tools_result_outcomes_are_judged_only_in_their_own_session() -> N
     assert one.id == two.id
     for session, code in (("s1", "UNKNOWN_TOOL"), ("s2", "TOOL_EXECUTION_FAILED")):
         error = {"message": "failed", "info": {"name": "HarnessError", "code": code}}
-        failed = msgspec.convert({"isError": True, "content": [], "error": error}, ToolResult)
+        failed = msgspec.json.decode(msgspec.json.encode({"isError": True, "content": [], "error": error}),
+                                     type=ToolResult)
         hooks.result(
             ResultParams(handle="h", path="root/0", tool="nope", callId=one.id, result=failed, sessionId=session)
         )
@@ -164,7 +165,7 @@ def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path:
 def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_flat() -> None:
     d = driver()
     hooks = ToolHooks.open(None, Trace(None), d)
-    result = ToolResult(isError=False, content=[{"type": "text", "text": "ok"}])
+    result = ToolResult(isError=False, content=msgspec.Raw(b'[{"type":"text","text":"ok"}]'))
 
     def burst(start: int) -> None:
         for i in range(start, start + 50_000):

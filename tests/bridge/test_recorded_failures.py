@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.bridge.hooks.recorded_failures import RecordedFailures
 from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
 from dsh_sidecar.python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
 
-OK = ToolResult(isError=False, content=[])
+OK = ToolResult(isError=False, content=msgspec.Raw(b"[]"))
 
 
 def _failed(code: str | None = None) -> ToolResult:
     info = UNSET if code is None else ToolErrorInfo(name="HarnessError", code=code)
-    return ToolResult(isError=True, content=[], error=ToolFailure(message="secret-token-in-message", info=info))
+    return ToolResult(isError=True, content=msgspec.Raw(b"[]"),
+                      error=ToolFailure(message="secret-token-in-message", info=info))
 
 
 def test_only_failed_outcomes_the_recording_wrote_are_named() -> None:

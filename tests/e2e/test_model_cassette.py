@@ -483,7 +483,18 @@ def _retry_delays(result: RunResult) -> list[Any]:
     return [e["data"]["delayMs"] for e in result.events if e.get("type") == "llm/retry"]
 
 
-def test_failures_retries_and_a_failing_title_replay_without_waiting_and_no_endpoint_is_kept(
+def _log_without_delays(result: RunResult) -> list[bytes]:
+    """``_log_bytes`` with each ``llm/retry`` event's ``delayMs`` masked: the host draws its
+    backoff with jitter on every run, recorded or replayed (the failure it retries is kept)."""
+    out = []
+    for line in _log_bytes(result).split(b"\n"):
+        if line.startswith(b'{"type":"llm/retry"'):
+            line = re.sub(rb'"delayMs":[0-9.e+-]+', b'"delayMs":"<drawn>"', line)
+        out.append(line)
+    return out
+
+
+def test_failures_and_retries_replay_as_recorded_and_no_endpoint_is_kept(
     tmp_path: Path,
 ) -> None:
     cassette = ModelCassette(file="model.ndjson")
@@ -505,8 +516,20 @@ def test_failures_retries_and_a_failing_title_replay_without_waiting_and_no_endp
     replay = run(FAIL_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, env=_offline())
     assert replay.ok, replay.explain()
     assert replay.final_text == record.final_text
-    # timing instant: only the provider's own Retry-After is waited; the host backoffs are 1 ms.
-    assert _retry_delays(replay) == [1, 1000, 1, 1]
+    assert replay.model_cassette is not None and replay.model_cassette.consumed == 6
+    # The failures are the recorded ones (no providerRetryAfterMs: 1 added by an instant replay):
+    # the whole session log equals the recording's, finish chunks and llm/retry failures included.
+    assert b"providerRetryAfterMs" not in _log_bytes(replay).replace(b'"providerRetryAfterMs":1000', b"")
+    # The one documented difference: the recording never keeps an endpoint (see Privacy).
+    scrubbed = [re.sub(rb"http://127\.0\.0\.1:[0-9]+", b"<endpoint>", line) for line in _log_without_delays(record)]
+    assert _log_without_delays(replay) == scrubbed
+    # What waits is the host's retry policy on the recorded failures, as when recorded: the
+    # provider's Retry-After exactly, the local backoff drawn again (500 ms doubling per retry, +-10%).
+    # No recorded chunk time is waited (timing instant), and nothing is shortened.
+    delays = _retry_delays(replay)
+    assert delays[1] == recorded_delays[1] == 1000
+    for delay, base in zip([delays[0], *delays[2:]], (500, 2000, 4000), strict=True):  # retries 1, 3, 4
+        assert base * 0.9 <= delay <= base * 1.1, delays
 
 
 STOP_TASK = "Answer when the servers are busy."
@@ -535,6 +558,9 @@ def test_a_failed_turn_is_published_and_replays_the_same_failure(tmp_path: Path)
     assert replay.exit_code == record.exit_code
     assert "INSUFFICIENT_SYSTEM_RESOURCE" in replay.stderr
     assert replay.model_cassette is not None and replay.model_cassette.consumed == 2
+    # The failed turn and the title stream without [DONE]: the same session log, no hint added.
+    assert b"providerRetryAfterMs" not in _log_bytes(replay)
+    assert _log_bytes(replay) == _log_bytes(record)
     # Re-recorded against a warm cache: only usage and timing moved, and diff says so by exit code.
     warm = json.loads(json.dumps(STOP_SCRIPT))
     warm["conversations"][0]["replies"][0]["cache_hit"] = 90

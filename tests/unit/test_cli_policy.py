@@ -98,7 +98,7 @@ def _mock_script(path: Path) -> None:
 def _tool_cassette(path: Path) -> None:
     config = parse_tool_config({"mode": "record", "file": path.name, "include": ["a"]}, cwd=str(path.parent))
     session = ToolCassetteSession.open(config)
-    outcome = ToolResult(isError=False, content=[], value=msgspec.Raw(b"1"))
+    outcome = ToolResult(isError=False, content=msgspec.Raw(b"[]"), value=msgspec.Raw(b"1"))
     session.on_execute(ExecuteEvent("h", "root/0", "a", b"{}"))
     session.on_post_execute(PostEvent("h", "root/0", "a", outcome))
     session.on_result(ResultEvent("h", "root/0", "a", outcome))
@@ -130,8 +130,8 @@ def _subagent_cassette(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
-    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v3: 1 calls"),
-    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v3\ncalls: 1"),
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v4: 1 calls"),
+    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v4\ncalls: 1"),
     ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
     ("subagent verify", subagent, ["verify"], _subagent_cassette, "ok: link: 1 interaction(s), chain intact"),

@@ -31,9 +31,9 @@ class Outcomes:
     def ok(value: bytes = b'{"temp":21.5}', contexts: Sequence[object] = ()) -> ToolResult:
         return ToolResult(
             isError=False,
-            content=[{"type": "text", "text": "rendered"}],
+            content=msgspec.Raw(b'[{"type":"text","text":"rendered"}]'),
             value=msgspec.Raw(value),
-            additionalContexts=list(contexts) if contexts else msgspec.UNSET,
+            additionalContexts=msgspec.Raw(msgspec.json.encode(list(contexts))) if contexts else msgspec.UNSET,
         )
 
     @staticmethod
@@ -41,7 +41,7 @@ class Outcomes:
         info = msgspec.UNSET if code is None else ToolErrorInfo(name="HarnessError", code=code)
         return ToolResult(
             isError=True,
-            content=[{"type": "text", "text": f"Error: {message}"}],
+            content=msgspec.Raw(msgspec.json.encode([{"type": "text", "text": f"Error: {message}"}])),
             error=ToolFailure(message=message, info=info),
         )
 
@@ -50,7 +50,7 @@ class Outcomes:
         message = "tool call aborted" if code == "ABORTED" else "tool call aborted before dispatch"
         return ToolResult(
             isError=True,
-            content=[{"type": "text", "text": f"Error: {message}"}],
+            content=msgspec.Raw(msgspec.json.encode([{"type": "text", "text": f"Error: {message}"}])),
             error=ToolFailure(message=message, info=ToolErrorInfo(name="AbortError", code=code)),
         )
 

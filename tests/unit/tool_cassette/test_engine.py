@@ -88,10 +88,12 @@ def test_record_passes_through_and_publishes_on_close(make_config: Any, kit: Any
 
 def test_replay_hit_serves_the_value_with_its_recorded_rendering(replay: ToolCassetteSession) -> None:
     # A registered tool re-renders the value (DSH drops this content); a stand-in serves it.
+    # Both go out as the host sent them when recorded: its member and key order.
     served = execute(replay, "h")
     assert isinstance(served, Serve)
     assert bytes(served.result) == (
-        b'{"content":[{"text":"rendered","type":"text"}],"isError":false,"value":{"temp":21.5}}'
+        b'{"isError":false,"value":{"temp":21.5},'
+        b'"content":[{"type":"text","text":"rendered"}]}'
     )
     assert bytes(served.additionalContexts) == b"[]"
     assert served.cancellation is None
@@ -261,6 +263,32 @@ def test_concurrent_calls_complete_in_reverse_order(make_config: Any, kit: Any) 
     assert replay.close().errors == ()
 
 
+def test_a_value_with_unsorted_keys_replays_in_its_recorded_order_and_is_compared_canonically(
+    make_config: Any, kit: Any
+) -> None:
+    # The host's text of a JSON-rendered value: keys out of order, nested, non-ASCII, numbers as printed.
+    value = '{"zeta":"last","alpha":{"nested":{"b":2,"a":1}},"price":1.5,"big":1000,"text":"h\u00e9llo \u2600"}'
+    host = msgspec.json.encode(msgspec.json.decode(value))  # the same text with the characters unescaped
+    session = ToolCassetteSession.open(make_config("record"))
+    execute(session, "a")
+    outcome = kit.ok(host, contexts=[{"role": "user", "content": [], "source": {"kind": "user"}}])
+    post(session, "a", outcome)
+    finish(session, "a", outcome)
+    assert session.close().published
+    line = Path(make_config("record").file).read_bytes().splitlines()[-2]
+    assert b'"value":' + host in line  # stored as sent; the frame's own members stay sorted
+    replay = ToolCassetteSession.open(make_config("replay"))
+    served = execute(replay, "a")
+    assert bytes(served.result).startswith(b'{"isError":false,"value":' + host + b',"content":')
+    assert bytes(served.additionalContexts) == b'[{"role":"user","content":[],"source":{"kind":"user"}}]'
+    # The host may hand the served value back in another key order: still the recorded outcome.
+    sorted_back = msgspec.structs.replace(outcome, value=msgspec.Raw(msgspec.json.encode(
+        msgspec.json.decode(host), order="sorted")))
+    assert post(replay, "a", sorted_back) is None
+    finish(replay, "a", sorted_back)
+    assert replay.close().errors == ()
+
+
 def test_failures_and_contexts_replay_verbatim(
     make_cassette: Any, make_config: Any, kit: Any
 ) -> None:
@@ -269,12 +297,11 @@ def test_failures_and_contexts_replay_verbatim(
     execute(session, "a", "root/0", args=kit.DEFAULT_CALLS[0].args)
     failure = execute(session, "b", "root/1", args=b'{"city":"Wuhan"}')
     assert bytes(failure.result) == (
-        b'{"content":[{"text":"Error: disk on fire","type":"text"}],'
-        b'"error":{"info":{"code":"E_FIRE","name":"HarnessError"},"message":"disk on fire"},'
-        b'"isError":true}'
+        b'{"isError":true,"error":{"message":"disk on fire","info":{"name":"HarnessError","code":"E_FIRE"}},'
+        b'"content":[{"type":"text","text":"Error: disk on fire"}]}'
     )
     read = execute(session, "c", "root/2", "mcp_fs_read", b'["a",1]')
-    assert bytes(read.additionalContexts) == b'[{"content":[],"id":"m1","role":"user"}]'
+    assert bytes(read.additionalContexts) == b'[{"id":"m1","role":"user","content":[]}]'
 
 
 def test_post_phase_cancellation_is_recorded_and_served(make_config: Any, kit: Any) -> None:
@@ -286,9 +313,8 @@ def test_post_phase_cancellation_is_recorded_and_served(make_config: Any, kit: A
     replay = ToolCassetteSession.open(make_config("replay"))
     served = execute(replay, "a")
     assert bytes(served.cancellation) == (
-        b'{"content":[{"text":"Error: tool call aborted","type":"text"}],'
-        b'"error":{"info":{"code":"ABORTED","name":"AbortError"},"message":"tool call aborted"},'
-        b'"isError":true}'
+        b'{"isError":true,"error":{"message":"tool call aborted","info":{"name":"AbortError","code":"ABORTED"}},'
+        b'"content":[{"type":"text","text":"Error: tool call aborted"}]}'
     )
     assert post(replay, "a", kit.abort("ABORTED")) is None
     finish(replay, "a", kit.abort("ABORTED"))
@@ -521,7 +547,8 @@ def test_record_asks_each_tool_for_its_definition_once_and_writes_it_once(make_c
     replay = ToolCassetteSession.open(make_config("replay"))
     assert isinstance(replay, ReplaySession)
     assert list(replay.definitions) == ["weather_lookup"]
-    assert bytes(replay.definitions["weather_lookup"].output) == b'{"type":"object"}'
+    # Kept as the shim sent it (version 4): the stand-in offers the model the same text.
+    assert bytes(replay.definitions["weather_lookup"].output) == b'{"type": "object"}'
 
 
 def test_a_replayed_success_rendered_otherwise_now_is_still_the_recorded_outcome(
@@ -529,7 +556,7 @@ def test_a_replayed_success_rendered_otherwise_now_is_still_the_recorded_outcome
 ) -> None:
     # The live renderer of a registered tool may have changed: only the value is compared.
     execute(replay, "h")
-    restyled = msgspec.structs.replace(kit.ok(), content=[{"type": "text", "text": "new look"}])
+    restyled = msgspec.structs.replace(kit.ok(), content=msgspec.Raw(b'[{"type":"text","text":"new look"}]'))
     assert post(replay, "h", restyled) is None
     finish(replay, "h", restyled)
     assert replay.statistics().poisoned is False

@@ -260,7 +260,7 @@ def test_a_success_whose_value_a_filter_changed_keeps_no_rendering(tmp_path: Pat
     secret = kit.SECRET
     outcome = msgspec.structs.replace(
         kit.ok(b'{"api_token":"' + secret.encode() + b'","temp":1}'),
-        content=[{"type": "text", "text": f"token {secret}"}])
+        content=msgspec.Raw(msgspec.json.encode([{"type": "text", "text": f"token {secret}"}])))
     call = kit.Call(args=b'{"city":"Paris"}', outcome=outcome)
     session = ToolCassetteSession.open(_config(tmp_path, filters=["credentials"], allowRedactedReplay=True))
     kit.drive(session, [call])

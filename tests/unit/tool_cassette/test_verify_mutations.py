@@ -17,6 +17,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     HeaderFrame,
     HostState,
     ResultFrame,
+    canonical_outcome,
     decode_frame,
     seal,
 )
@@ -90,8 +91,8 @@ def test_a_flipped_byte_in_a_value_is_a_hash_mismatch(lines: list[bytes], tmp_pa
 
 
 def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> None:
-    assert str(verify_bytes(tmp_path, with_header_version(lines, 4)).error) == (
-        "CASSETTE_INVALID: line 1 header: unsupported protocol version 4 (this build reads 1 to 3)"
+    assert str(verify_bytes(tmp_path, with_header_version(lines, 5)).error) == (
+        "CASSETTE_INVALID: line 1 header: unsupported protocol version 5 (this build reads 1 to 4)"
     )
 
 
@@ -107,6 +108,8 @@ def _rechained(lines: list[bytes], version: int, host: HostState | None = None, 
         if isinstance(frame, HeaderFrame):
             frame = msgspec.structs.replace(frame, version=version)
         elif isinstance(frame, ResultFrame):
+            if version < 4:  # older versions keep outcome payloads canonical
+                frame = canonical_outcome(frame)
             if not frame.isError and not rendered:
                 frame = msgspec.structs.replace(frame, content=msgspec.UNSET, meta=msgspec.UNSET)
             if host is not None and frame.ordinal == 0:
