@@ -17,6 +17,9 @@
   subagent cassette writes its file in place under a writer lock instead (its format has no
   completeness mark to publish against; docs/subagent-cassette-format.md says why).
 - Schema errors: ``schema_location`` extracts the JSON path a msgspec error points at.
+- Line 1: ``probe_header`` reads a would-be header leniently and ``check_header_line`` refuses
+  another protocol or an unreadable version by name (whatever JSON ``version`` holds), before
+  the strict decode would only say "not a frame of this schema".
 """
 
 from __future__ import annotations
@@ -35,14 +38,17 @@ from dsh_sidecar.python_core.files import display_name, reason_of
 __all__ = [
     "GENESIS",
     "Chain",
+    "Invalid",
     "LineSink",
     "PartialFile",
+    "check_header_line",
     "display_name",
     "frame_hash",
     "fsync_dir",
     "line_hash",
     "mapping_hash",
     "partial_path",
+    "probe_header",
     "reason_of",
     "schema_location",
     "seal",
@@ -130,6 +136,59 @@ def mapping_hash(value: dict[str, Any], canonical_line: bytes | None) -> str:
             body = canonical_line[: start - 1] + canonical_line[start + len(member) :]
             return digest_bytes(body)
     return digest({key: item for key, item in value.items() if key != "hash"})
+
+
+class Invalid(Protocol):
+    """A format's invalid-file error: the reason, located by line, frame kind and ordinal."""
+
+    def __call__(self, reason: str, /, *, line: int | None = None, kind: str | None = None,
+                 ordinal: int | None = None) -> SidecarError: ...
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """Lenient view of line 1, read before the strict decode so a newer version is named."""
+
+    kind: Any = None
+    protocol: Any = None
+    version: Any = None
+
+
+_PROBE_DECODER = msgspec.json.Decoder(_Probe)
+
+
+def probe_header(line: bytes) -> tuple[object, object, object]:
+    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
+
+    Raises:
+        msgspec.DecodeError: the line is not a JSON object.
+    """
+    probe = _PROBE_DECODER.decode(line)
+    return probe.kind, probe.protocol, probe.version
+
+
+def check_header_line(body: bytes, *, protocol: str, readable: tuple[int, ...], reads: str,
+                      invalid: Invalid) -> None:
+    """Refuse line 1 unless it is a header of ``protocol`` at a version in ``readable``.
+
+    ``reads`` is how the refusal names the readable versions (``1 to 3``).
+
+    Raises:
+        the ``invalid`` error at line 1: not a JSON object, not a header, another protocol, or
+            a version that is not one of ``readable`` (any JSON value, an object included).
+    """
+    try:
+        kind, found, version = probe_header(body)
+    except msgspec.DecodeError:
+        raise invalid("not a JSON object", line=1) from None
+    if kind != "header":
+        raise invalid("first frame is not a header", line=1)
+    if found != protocol:
+        raise invalid(f"not a {protocol} file", line=1, kind="header")
+    # A tuple compares by equality, so an object or array ``version`` (unhashable) is simply not
+    # in it; ``True == 1``, hence the bool test.
+    if isinstance(version, bool) or version not in readable:
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+        raise invalid(f"unsupported protocol version {shown} (this build reads {reads})", line=1, kind="header")
 
 
 class LineSink(Protocol):

@@ -13,7 +13,14 @@ import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.python_core.canonical import DEPTH_REASON, is_canonical, too_deep
-from dsh_sidecar.python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
+from dsh_sidecar.python_core.cassette_io import (
+    Chain,
+    PartialFile,
+    check_header_line,
+    display_name,
+    reason_of,
+    schema_location,
+)
 from dsh_sidecar.python_core.files import FileRefused, open_regular
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
@@ -36,7 +43,6 @@ from dsh_sidecar.python_core.model_cassette.format import (
     decode_frame,
     encode,
     line_hash,
-    probe_header,
 )
 from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
 
@@ -162,19 +168,8 @@ class _Scanner:
         return chunk_facts(chunks), True
 
     def _probe(self, body: bytes) -> None:
-        try:
-            kind, protocol, version = probe_header(body)
-        except msgspec.DecodeError:
-            raise ModelCassetteInvalid("not a JSON object", line=1) from None
-        if kind != "header":
-            raise ModelCassetteInvalid("first frame is not a header", line=1)
-        if protocol != PROTOCOL:
-            raise ModelCassetteInvalid(f"not a {PROTOCOL} file", line=1, kind="header")
-        if version not in READABLE or isinstance(version, bool):
-            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            readable = " and ".join(str(v) for v in READABLE)
-            raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {readable})",
-                                       line=1, kind="header")
+        check_header_line(body, protocol=PROTOCOL, readable=READABLE,
+                          reads=" and ".join(str(v) for v in READABLE), invalid=ModelCassetteInvalid)
 
     def _check(self, frame: AnyFrame, facts: ChunkFacts | None) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""

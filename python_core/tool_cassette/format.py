@@ -14,7 +14,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
-from dsh_sidecar.python_core.cassette_io import GENESIS, seal
+from dsh_sidecar.python_core.cassette_io import GENESIS, probe_header, seal
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
@@ -180,17 +180,6 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
 
 
-class _Probe(msgspec.Struct, gc=False):
-    """Lenient view of line 1, read before the strict decode so a newer version is named."""
-
-    kind: Any = None
-    protocol: Any = None
-    version: Any = None
-
-
-_PROBE_DECODER = msgspec.json.Decoder(_Probe)
-
-
 def encode(value: Any) -> bytes:
     """Encode Structs/dicts holding canonical ``Raw`` payloads with keys sorted (no newline)."""
     return _ENCODER.encode(value)
@@ -203,16 +192,6 @@ def decode_frame(line: bytes) -> AnyFrame:
         msgspec.DecodeError: the line is not JSON or not a frame of this schema.
     """
     return _DECODER.decode(line)
-
-
-def probe_header(line: bytes) -> tuple[object, object, object]:
-    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
-
-    Raises:
-        msgspec.DecodeError: the line is not a JSON object.
-    """
-    probe = _PROBE_DECODER.decode(line)
-    return probe.kind, probe.protocol, probe.version
 
 
 def canonical_payload(value: Any) -> Raw:

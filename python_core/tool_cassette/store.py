@@ -21,6 +21,7 @@ from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, is_can
 from dsh_sidecar.python_core.cassette_io import (
     Chain,
     PartialFile,
+    check_header_line,
     display_name,
     frame_hash,
     fsync_dir,
@@ -43,7 +44,6 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     ResultFrame,
     StartFrame,
     decode_frame,
-    probe_header,
 )
 
 __all__ = [
@@ -205,18 +205,8 @@ class _Scanner:
         self.prev = frame.hash
 
     def _probe(self, body: bytes) -> None:
-        try:
-            kind, protocol, version = probe_header(body)
-        except msgspec.DecodeError:
-            raise CassetteInvalid("not a JSON object", line=1) from None
-        if kind != "header":
-            raise CassetteInvalid("first frame is not a header", line=1)
-        if protocol != PROTOCOL:
-            raise CassetteInvalid("not a dsh-tool-cassette file", line=1, kind="header")
-        if isinstance(version, bool) or version not in READABLE_VERSIONS:
-            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            reason = f"unsupported protocol version {shown} (this build reads 1 to {VERSION})"
-            raise CassetteInvalid(reason, line=1, kind="header")
+        check_header_line(body, protocol=PROTOCOL, readable=tuple(sorted(READABLE_VERSIONS)),
+                          reads=f"1 to {VERSION}", invalid=CassetteInvalid)
 
     def _check(self, frame: AnyFrame) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""

@@ -86,8 +86,9 @@ EXPORTS: dict[str, list[str]] = {
         "too_deep_lines", "value_too_deep",
     ],
     "python_core.cassette_io": [
-        "Chain", "GENESIS", "LineSink", "PartialFile", "display_name", "frame_hash", "fsync_dir", "line_hash",
-        "mapping_hash", "partial_path", "reason_of", "schema_location", "seal", "seal_mapping",
+        "Chain", "GENESIS", "Invalid", "LineSink", "PartialFile", "check_header_line", "display_name", "frame_hash",
+        "fsync_dir", "line_hash", "mapping_hash", "partial_path", "probe_header", "reason_of", "schema_location",
+        "seal", "seal_mapping",
     ],
     "python_core.cli_errors": [
         "EXIT_DIFFERENT", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "NamedFailure",
