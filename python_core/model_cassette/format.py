@@ -18,7 +18,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import MAX_SAFE_INTEGER, is_canonical
-from dsh_sidecar.python_core.cassette_io import GENESIS, line_hash, probe_header, seal
+from dsh_sidecar.python_core.cassette_io import GENESIS, ChainFrame, line_hash, probe_header, seal
 from dsh_sidecar.python_core.model_cassette.request import RequestParts
 
 __all__ = [
@@ -52,12 +52,8 @@ for the session title): such a call is recorded if it settled, otherwise left ou
 RequestView = Literal["metadata", "full"]
 
 
-class Frame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", kw_only=True, gc=False):
-    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
-
-    seq: int
-    prev: str
-    hash: str | UnsetType = UNSET
+class Frame(ChainFrame, frozen=True, kw_only=True):
+    """A model cassette frame: ``seq``, ``prev`` and ``hash`` (``ChainFrame``), then its kind's fields."""
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):

@@ -14,7 +14,7 @@ import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import NOT_CANONICAL, canonical_bytes, decode_canonical, loads_strict
-from dsh_sidecar.python_core.cassette_io import GENESIS, probe_header, seal
+from dsh_sidecar.python_core.cassette_io import GENESIS, ChainFrame, probe_header, seal
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
@@ -75,19 +75,8 @@ class Cancellation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=F
     content: Raw
 
 
-class Frame(
-    msgspec.Struct,
-    frozen=True,
-    forbid_unknown_fields=True,
-    tag_field="kind",
-    kw_only=True,
-    gc=False,
-):
-    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
-
-    seq: int
-    prev: str
-    hash: str | UnsetType = UNSET
+class Frame(ChainFrame, frozen=True, kw_only=True):
+    """A tool cassette frame: ``seq``, ``prev`` and ``hash`` (``ChainFrame``), then its kind's fields."""
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):

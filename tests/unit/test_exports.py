@@ -86,9 +86,9 @@ EXPORTS: dict[str, list[str]] = {
         "too_deep_lines", "value_too_deep",
     ],
     "python_core.cassette_io": [
-        "Chain", "GENESIS", "Invalid", "LineSink", "PartialFile", "check_header_line", "display_name", "frame_hash",
-        "fsync_dir", "line_hash", "mapping_hash", "partial_path", "probe_header", "reason_of", "schema_location",
-        "seal", "seal_mapping",
+        "Chain", "ChainFrame", "FrameScanner", "GENESIS", "Invalid", "LineSink", "PartialFile", "check_header_line",
+        "decode_line", "display_name", "frame_hash", "fsync_dir", "line_hash", "make_directories", "mapping_hash",
+        "partial_path", "probe_header", "reason_of", "scan_file", "schema_location", "seal", "seal_mapping",
     ],
     "python_core.cli_errors": [
         "EXIT_DIFFERENT", "EXIT_FAILED", "EXIT_OK", "EXIT_TIMEOUT", "EXIT_USAGE", "NamedFailure",
