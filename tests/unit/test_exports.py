@@ -171,7 +171,7 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.model_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.model_cassette.store": ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"],
     "python_core.references": ["check_reference", "reference_identity"],
-    "python_core.reseal_io": ["ResealReport", "changed_lines", "reseal_path"],
+    "python_core.reseal_io": ["ResealReport", "changed_lines", "reseal_chain", "reseal_path"],
     "python_core.stubs": ["StubFailure", "StubRaised", "StubUnresolved", "parse_stubs"],
     "python_core.session_log": [
         "LOG_NAMES", "SessionLogInvalid", "SessionSummary", "SessionToolCall", "SessionToolResult",
