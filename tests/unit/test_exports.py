@@ -81,7 +81,7 @@ EXPORTS: dict[str, list[str]] = {
     "bridge.warm_pool": ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"],
     "python_core": ["__version__"],
     "python_core.canonical": [
-        "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
+        "Count", "DEPTH_REASON", "MAX_DEPTH", "MAX_SAFE_INTEGER", "NOT_CANONICAL", "canonical_bytes", "check_depth",
         "decode_canonical", "digest", "digest_bytes", "is_canonical", "loads_strict", "pointer", "too_deep",
         "too_deep_lines", "value_too_deep",
     ],
@@ -98,10 +98,16 @@ EXPORTS: dict[str, list[str]] = {
     "python_core.config_fields": ["ConfigSection", "Mode", "convert_section", "field_of"],
     "python_core.config_paths": ["check_nul", "check_path"],
     "python_core.errors": [
-        "CanonicalJsonError", "ConfigError", "LiveToolBlocked", "ProtocolError", "SidecarError", "printable",
+        "CanonicalJsonError", "ConfigError", "FilterRaised", "FilterUnresolved", "LiveToolBlocked", "ProtocolError",
+        "SidecarError", "printable",
     ],
     "python_core.files": ["FileRefused", "display_name", "open_regular", "reason_of"],
-    "python_core.json_pointers": ["PointerChange", "describe", "differing_pointers", "escape_token"],
+    "python_core.filters": [
+        "CREDENTIAL_KEYS", "FilterFunction", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
+    ],
+    "python_core.json_pointers": [
+        "PointerChange", "describe", "differing_pointers", "encodable", "escape_token", "parse_pointer", "without",
+    ],
     "python_core.mock": [
         "DEFAULT_NESTED_TOOLS", "EmitFinal", "EmitToolCalls", "MockPlan", "MockStatus", "MockTurns", "ObservedResult",
         "ReplayCommand", "RunCommand", "Script", "Stop", "TURN_TRANSITIONS", "ToolCall", "assemble_plan",
@@ -250,11 +256,7 @@ EXPORTS: dict[str, list[str]] = {
         "Cassette", "RecordedCall", "Recorder", "VerifyReport", "check_lines", "load", "verify_file",
     ],
     "python_core.tool_cassette.faults": ["FaultOverlay", "FaultRule", "parse_faults"],
-    "python_core.tool_cassette.filters": [
-        "CREDENTIAL_KEYS", "FilterFunction", "FilterRule", "Filters", "PLACEHOLDER", "parse_filters", "rules_digest",
-    ],
     "python_core.tool_cassette.matching": ["MatchRule", "parse_match", "reduce_args"],
-    "python_core.tool_cassette.pointers": ["encodable", "parse_pointer", "without"],
     "python_core.tool_cassette.reseal": ["reseal_file", "reseal_lines"],
     "python_core.turns": ["INTERRUPTED_REASONS", "RecordingInterrupted", "TurnLedger"],
 }
