@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from itertools import accumulate
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "NOT_CANONICAL",
+    "Count",
     "canonical_bytes",
     "check_depth",
     "decode_canonical",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 MAX_SAFE_INTEGER = 2**53 - 1
+Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
+"""A count a file or payload holds: a non-negative integer JavaScript represents exactly."""
 MAX_DEPTH = 256
 """Deepest nesting of arrays and objects accepted anywhere JSON enters (``[]`` is depth 1).
 

@@ -17,33 +17,49 @@
   subagent cassette writes its file in place under a writer lock instead (its format has no
   completeness mark to publish against; docs/subagent-cassette-format.md says why).
 - Schema errors: ``schema_location`` extracts the JSON path a msgspec error points at.
+- Line 1: ``probe_header`` reads a would-be header leniently and ``check_header_line`` refuses
+  another protocol or an unreadable version by name (whatever JSON ``version`` holds), before
+  the strict decode would only say "not a frame of this schema".
+- Reading: ``scan_file`` feeds a cassette's lines to its parser and names an unreadable file
+  with the format's own error; ``FrameScanner`` is the line-by-line verifier of the chained
+  formats (tool, model): the checks they share, in one order, with hooks for their own rules.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol, TypeVar
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 import msgspec
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.canonical import canonical_bytes, digest, digest_bytes
+from dsh_sidecar.python_core.canonical import DEPTH_REASON, canonical_bytes, digest, digest_bytes, too_deep
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
-from dsh_sidecar.python_core.files import display_name, reason_of
+from dsh_sidecar.python_core.files import FileRefused, display_name, open_regular, reason_of
 
 __all__ = [
     "GENESIS",
     "Chain",
+    "ChainFrame",
+    "FrameScanner",
+    "Invalid",
     "LineSink",
     "PartialFile",
+    "check_header_line",
+    "decode_line",
     "display_name",
     "frame_hash",
     "fsync_dir",
     "line_hash",
+    "make_directories",
     "mapping_hash",
     "partial_path",
+    "probe_header",
     "reason_of",
+    "scan_file",
     "schema_location",
     "seal",
     "seal_mapping",
@@ -52,6 +68,7 @@ __all__ = [
 GENESIS = "sha256:" + "0" * 64
 
 F = TypeVar("F", bound=msgspec.Struct)
+T = TypeVar("T")
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _HASH_MEMBER = b'"hash":'
@@ -80,6 +97,18 @@ def schema_location(exc: msgspec.DecodeError | msgspec.ValidationError) -> str:
     text = str(exc)
     _, found, location = text.rpartition(" - at `")
     return location.rstrip("`") if found else "$"
+
+
+class ChainFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", kw_only=True,
+                 gc=False):
+    """Fields every frame of a chained cassette carries; ``hash`` is unset only while it is sealed."""
+
+    seq: int
+    prev: str
+    hash: str | UnsetType = UNSET
+
+
+C = TypeVar("C", bound=ChainFrame)
 
 
 def frame_hash(frame: msgspec.Struct) -> str:
@@ -132,6 +161,59 @@ def mapping_hash(value: dict[str, Any], canonical_line: bytes | None) -> str:
     return digest({key: item for key, item in value.items() if key != "hash"})
 
 
+class Invalid(Protocol):
+    """A format's invalid-file error: the reason, located by line, frame kind and ordinal."""
+
+    def __call__(self, reason: str, /, *, line: int | None = None, kind: str | None = None,
+                 ordinal: int | None = None) -> SidecarError: ...
+
+
+class _Probe(msgspec.Struct, gc=False):
+    """Lenient view of line 1, read before the strict decode so a newer version is named."""
+
+    kind: Any = None
+    protocol: Any = None
+    version: Any = None
+
+
+_PROBE_DECODER = msgspec.json.Decoder(_Probe)
+
+
+def probe_header(line: bytes) -> tuple[object, object, object]:
+    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
+
+    Raises:
+        msgspec.DecodeError: the line is not a JSON object.
+    """
+    probe = _PROBE_DECODER.decode(line)
+    return probe.kind, probe.protocol, probe.version
+
+
+def check_header_line(body: bytes, *, protocol: str, readable: tuple[int, ...], reads: str,
+                      invalid: Invalid) -> None:
+    """Refuse line 1 unless it is a header of ``protocol`` at a version in ``readable``.
+
+    ``reads`` is how the refusal names the readable versions (``1 to 3``).
+
+    Raises:
+        the ``invalid`` error at line 1: not a JSON object, not a header, another protocol, or
+            a version that is not one of ``readable`` (any JSON value, an object included).
+    """
+    try:
+        kind, found, version = probe_header(body)
+    except msgspec.DecodeError:
+        raise invalid("not a JSON object", line=1) from None
+    if kind != "header":
+        raise invalid("first frame is not a header", line=1)
+    if found != protocol:
+        raise invalid(f"not a {protocol} file", line=1, kind="header")
+    # A tuple compares by equality, so an object or array ``version`` (unhashable) is simply not
+    # in it; ``True == 1``, hence the bool test.
+    if isinstance(version, bool) or version not in readable:
+        shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
+        raise invalid(f"unsupported protocol version {shown} (this build reads {reads})", line=1, kind="header")
+
+
 class LineSink(Protocol):
     """Where an engine's sealed lines go at once when no store layer queues them."""
 
@@ -154,27 +236,79 @@ class Chain:
         self.seq = 0
         self.prev = GENESIS
 
-    def link(self, frame: F) -> tuple[F, bytes]:
+    def link(self, frame: C) -> tuple[C, bytes]:
         """Return ``frame`` chained after the previous one and sealed, with its line."""
         sealed, line = seal(msgspec.structs.replace(frame, seq=self.seq, prev=self.prev))
+        assert isinstance(sealed.hash, str)
         self.seq += 1
-        self.prev = getattr(sealed, "hash")  # noqa: B009 (see line_hash)
+        self.prev = sealed.hash
         return sealed, line
 
 
-class PartialFile:
-    """``<file>.partial``: created exclusively, appended and fsync-ed, published create-only.
+def make_directories(path: str) -> None:
+    """Make the missing directories above ``path``, private (cassettes hold secrets) and synced.
 
-    Subclasses name their errors: ``exists(name)`` and ``io_error(operation, name, reason)``.
+    Raises:
+        OSError: a part of the path is not a directory, or a directory cannot be made.
+    """
+    parent = os.path.dirname(path)
+    missing: list[str] = []
+    while not os.path.lexists(parent):
+        missing.append(parent)
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise NotADirectoryError(errno.ENOTDIR, "not a directory")
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            if not os.path.isdir(directory):  # another process made something else meanwhile
+                raise
+        fsync_dir(directory)
+
+
+class PartialFile:
+    """``<file>.partial`` with a chain: created exclusively, each frame numbered, linked, sealed,
+    appended and fsync-ed, then published create-only.
+
+    Subclasses name their errors: ``exists(name)`` and ``io_error(operation, name, reason)``;
+    ``make_parents`` makes the missing directories above the file first (``mkdir -p``).
     """
 
     exists: ClassVar[_Exists]
     io_error: ClassVar[_IoError]
+    make_parents: ClassVar[bool] = False
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self.partial = partial_path(path)
+        self.chain = Chain()
         self._fd: int | None = fd
+
+    @classmethod
+    def create(cls, path: str) -> Self:
+        """Create ``<path>.partial`` exclusively (after its directories, with ``make_parents``).
+
+        Raises:
+            the ``exists`` error: the formal file or the partial already exists.
+            the ``io_error`` error: a directory or the partial cannot be created.
+        """
+        if cls.make_parents:
+            try:
+                make_directories(path)
+            except OSError as exc:
+                raise cls.io_error("create the directory of", display_name(path), reason_of(exc)) from None
+        return cls(path, cls.open_partial(path))
+
+    def append(self, frame: C) -> C:
+        """Chain, seal, write and fsync one frame; return it as written.
+
+        Raises:
+            the ``io_error`` error: the write or fsync failed; the file is closed for good.
+        """
+        sealed, line = self.chain.link(frame)
+        self.write_lines([line])
+        return sealed
 
     def _failed(self, operation: str, path: str, exc: OSError) -> SidecarError:
         return type(self).io_error(operation, display_name(path), reason_of(exc))
@@ -257,3 +391,130 @@ class PartialFile:
             pass
         except OSError as exc:
             raise self._failed("remove", self.partial, exc) from None
+
+
+def scan_file(path: str | os.PathLike[str], feed: Callable[[int, bytes], None], io_error: _IoError) -> None:
+    """Feed each line of the cassette at ``path`` (numbered from 1, newline kept) to ``feed``.
+
+    Raises:
+        whatever ``feed`` raises.
+        the ``io_error("read", name, reason)`` error: the file cannot be opened or read.
+    """
+    try:
+        with open_regular(path) as handle:
+            for number, line in enumerate(handle, start=1):
+                feed(number, line)
+    except FileRefused as refused:
+        raise io_error("read", display_name(path), refused.reason) from None
+    except OSError as exc:
+        raise io_error("read", display_name(path), reason_of(exc)) from None
+
+
+def decode_line(decode: Callable[[bytes], T], body: bytes, number: int, invalid: Invalid) -> T:
+    """Return ``decode(body)``; a schema failure is refused at line ``number``, naming its JSON path.
+
+    Raises:
+        the ``invalid`` error: ``not a frame of this schema (at $.path)``.
+    """
+    try:
+        return decode(body)
+    except msgspec.DecodeError as exc:
+        raise invalid(f"not a frame of this schema (at {schema_location(exc)})", line=number) from None
+
+
+class FrameScanner(ABC, Generic[C]):
+    """Verifies a chained cassette one line at a time; the format adds its frames' own rules.
+
+    Each line, in this order: its newline, nothing after the tail, the nesting depth, line 1 a
+    readable header (``check_header_line``), the strict ``decode``; then, located at the
+    frame's kind and ordinal: ``canonical`` form, ``seq``, ``prev``, ``hash_of`` and the
+    format's ``check`` (which sets ``complete`` on the tail). ``finish`` refuses an empty file
+    and a missing tail. A hook refuses a frame by raising ``ValueError(reason)``.
+    """
+
+    invalid: ClassVar[Invalid]
+    io_error: ClassVar[_IoError]
+    protocol: ClassVar[str]
+    readable: ClassVar[tuple[int, ...]]
+    reads: ClassVar[str]
+    """How a refusal names the readable versions (``1 to 3``)."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.prev = GENESIS
+        self.complete = False
+
+    @abstractmethod
+    def decode(self, body: bytes) -> C:
+        """Decode one line (no newline) strictly; raises ``msgspec.DecodeError``."""
+
+    @abstractmethod
+    def canonical(self, frame: C, body: bytes) -> bool:
+        """Tell whether ``body`` is the canonical line of ``frame`` as this format writes it."""
+
+    @abstractmethod
+    def hash_of(self, frame: C, body: bytes) -> str:
+        """The digest ``frame``'s ``hash`` must hold (``body`` is canonical here)."""
+
+    @abstractmethod
+    def check(self, frame: C) -> None:
+        """The format's rules for a frame whose chain fields hold; sets ``complete`` on the tail."""
+
+    def feed(self, number: int, line: bytes) -> None:
+        """Check line ``number`` (from 1, with its newline).
+
+        Raises:
+            the ``invalid`` error: the first rule the line breaks.
+        """
+        invalid = type(self).invalid
+        if not line.endswith(b"\n"):
+            raise invalid("truncated line (no newline)", line=number)
+        body = line[:-1]
+        if self.complete:
+            raise invalid("frame after the complete tail", line=number)
+        if too_deep(body):
+            raise invalid(DEPTH_REASON, line=number)
+        if number == 1:
+            check_header_line(body, protocol=self.protocol, readable=self.readable, reads=self.reads,
+                              invalid=invalid)
+        frame = decode_line(self.decode, body, number, invalid)
+        kind = type(frame).__struct_config__.tag
+        assert isinstance(kind, str)
+        ordinal = getattr(frame, "ordinal", None)
+        try:
+            if not self.canonical(frame, body):
+                raise ValueError("not canonical JSON")
+            if frame.seq != self.frames:
+                raise ValueError(f"seq {frame.seq} where {self.frames} expected")
+            if frame.prev != self.prev:
+                raise ValueError("prev does not match the previous frame's hash")
+            if frame.hash is UNSET or frame.hash != self.hash_of(frame, body):
+                raise ValueError("hash does not match the frame")
+            self.check(frame)
+        except ValueError as exc:
+            raise invalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
+        self.frames += 1
+        self.prev = frame.hash
+
+    def finish(self) -> None:
+        """Refuse an empty file or one without its tail (raises the ``invalid`` error)."""
+        if self.frames == 0:
+            raise type(self).invalid("empty file")
+        if not self.complete:
+            raise type(self).invalid(f"missing complete tail frame after line {self.frames}")
+
+    def scan_lines(self, lines: Iterable[bytes]) -> None:
+        """Check in-memory lines (each with its newline) as ``scan_path`` checks a file."""
+        for number, line in enumerate(lines, start=1):
+            self.feed(number, line)
+        self.finish()
+
+    def scan_path(self, path: str) -> None:
+        """Check every line of the cassette at ``path``.
+
+        Raises:
+            the ``invalid`` error: the first rule a line breaks.
+            the ``io_error`` error: the file cannot be read.
+        """
+        scan_file(path, self.feed, type(self).io_error)
+        self.finish()

@@ -11,6 +11,8 @@ from __future__ import annotations
 __all__ = [
     "CanonicalJsonError",
     "ConfigError",
+    "FilterRaised",
+    "FilterUnresolved",
     "LiveToolBlocked",
     "ProtocolError",
     "SidecarError",
@@ -99,3 +101,31 @@ class ProtocolError(SidecarError):
 
     code = "PROTOCOL_ERROR"
 
+
+_REFERENCE_FIX = ("give module:function (importable from the DSH cwd) or file.py:function (relative to "
+                  "the DSH cwd)")
+
+
+class FilterUnresolved(SidecarError):
+    """A filter's ``call`` reference cannot be imported or does not name a callable."""
+
+    code = "FILTER_UNRESOLVED"
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(f"toolCassette.filters[{index}].call: {reason}; {_REFERENCE_FIX}")
+        self.index = index
+
+
+class FilterRaised(SidecarError):
+    """A filter function raised, or returned a value the file cannot hold; the call is refused."""
+
+    code = "FILTER_RAISED"
+
+    def __init__(self, index: int, identity: str, tool: str, where: str, what: str) -> None:
+        part = "arguments" if where == "args" else "outcome"
+        super().__init__(
+            f"toolCassette.filters[{index}] ({printable(identity)}) {what} on the {part} of {printable(tool)}; "
+            "the call was refused and nothing it was given reached the file; fix the filter"
+        )
+        self.index = index
+        self.tool = tool

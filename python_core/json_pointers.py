@@ -1,10 +1,12 @@
-"""Where two JSON values differ, as JSON pointers (RFC 6901), never as values.
+"""JSON pointers (RFC 6901): where two JSON values differ, and the pointers rules name.
 
 Rule: a difference is named by its kind and pointer only. ``changed`` means both sides hold
 something different at the pointer (another scalar, or another type); ``added`` and
 ``removed`` are read from the recorded side to the actual side (an object key or array
 element present only in the actual value is ``added``). Descending stops at the first
 differing node of a branch, so a replaced object is one ``changed``, not one line per key.
+A rule pointer (filters, matching, faults) must name something below the root; ``~0``/``~1``
+are the only escapes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import msgspec
 
 from dsh_sidecar.python_core.errors import printable
 
-__all__ = ["PointerChange", "describe", "differing_pointers", "escape_token"]
+__all__ = ["PointerChange", "describe", "differing_pointers", "encodable", "escape_token", "parse_pointer", "without"]
 
 Kind = Literal["changed", "added", "removed"]
 SHOWN = 5
@@ -91,3 +93,39 @@ def describe(changes: list[PointerChange], limit: int = SHOWN) -> str:
     if len(changes) > limit:
         named.append(f"and {len(changes) - limit} more")
     return ", ".join(named)
+
+
+def encodable(value: object) -> bool:
+    """Tell whether a decoded rule spec can be written as UTF-8 JSON (no lone surrogate)."""
+    try:
+        msgspec.json.encode(value)
+    except (UnicodeEncodeError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def parse_pointer(pointer: str) -> list[str]:
+    """Return the unescaped tokens of ``pointer``; ``[]`` when it is not a pointer below the root."""
+    if not pointer.startswith("/") or len(pointer) > 1024:
+        return []
+    tokens = pointer[1:].split("/")
+    for token in tokens:
+        stripped = token.replace("~0", "").replace("~1", "")
+        if "~" in stripped:
+            return []
+    return [token.replace("~1", "/").replace("~0", "~") for token in tokens]
+
+
+def without(value: object, tokens: list[str]) -> object:
+    """Return a copy of ``value`` with the member or element at ``tokens`` removed (if present)."""
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(value, dict) and head in value:
+        if not rest:
+            return {key: item for key, item in value.items() if key != head}
+        return {**value, head: without(value[head], rest)}
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        index = int(head)
+        if not rest:
+            return [*value[:index], *value[index + 1:]]
+        return [*value[:index], without(value[index], rest), *value[index + 1:]]
+    return value

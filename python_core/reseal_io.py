@@ -6,6 +6,8 @@ replaces the file atomically: the new text goes to a private temporary file besi
 cassette (mode 0600), is fsync-ed, then ``os.replace``-d over it and the directory synced; on
 failure the temporary file is removed and the cassette is untouched. I/O failures become the
 cassette's own named error through the ``io_error(operation, name, reason)`` it passes.
+A chained format (tool, model) reseals with ``reseal_chain``: its frames are renumbered,
+relinked and resealed, its tail rebuilt, and the result checked by its own verifier.
 """
 
 from __future__ import annotations
@@ -16,11 +18,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_of
+from dsh_sidecar.python_core.cassette_io import Chain, ChainFrame, Invalid, display_name, fsync_dir, reason_of
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.files import FileRefused, open_regular
 
-__all__ = ["ResealReport", "changed_lines", "reseal_path"]
+__all__ = ["ResealReport", "changed_lines", "reseal_chain", "reseal_path"]
 
 YOURS = "the file is now yours (integrity proves only that nothing changed since this reseal)"
 
@@ -42,6 +44,48 @@ def changed_lines(before: list[bytes], after: list[bytes]) -> int:
     """How many lines of ``after`` differ from the same line of ``before``, plus lines dropped."""
     changed = sum(1 for index, line in enumerate(after) if index >= len(before) or before[index] != line)
     return changed + max(0, len(before) - len(after))
+
+
+def reseal_chain(
+    lines: list[bytes],
+    frame_of: Callable[[int, bytes], ChainFrame | None],
+    *,
+    header: type[ChainFrame],
+    call: type[ChainFrame],
+    tail: Callable[[int], ChainFrame],
+    invalid: Invalid,
+    verify: Callable[[list[bytes]], None],
+) -> tuple[list[bytes], ResealReport]:
+    """Reseal the lines of a chained cassette: renumber, relink, reseal, rebuild the tail, verify.
+
+    Args:
+        frame_of: ``(line number, line without newline)`` to the frame with its derived fields
+            recomputed, or ``None`` for the tail (rebuilt last); raises the format's error.
+        header, call: the header's and a call's frame types (the report counts calls).
+        tail: the tail frame counting ``calls`` (chain fields are set by the chain).
+        invalid: the format's invalid-file error.
+        verify: the format's ``check_lines``, the verifier replay uses.
+
+    Raises:
+        the ``invalid`` error: a tail before the last line, no header first, whatever
+            ``frame_of`` or ``verify`` raise (nothing is written).
+    """
+    frames: list[ChainFrame] = []
+    for number, line in enumerate(lines, start=1):
+        frame = frame_of(number, line[:-1] if line.endswith(b"\n") else line)
+        if frame is None:
+            if number != len(lines):
+                raise invalid("complete tail before the last line", line=number)
+            continue
+        frames.append(frame)
+    if not frames or not isinstance(frames[0], header):
+        raise invalid("first frame is not a header", line=1)
+    chain = Chain()
+    out = [chain.link(frame)[1] for frame in frames]
+    calls = sum(1 for frame in frames if isinstance(frame, call))
+    out.append(chain.link(tail(calls))[1])
+    verify(out)
+    return out, ResealReport(frames=len(out), calls=calls, changed=changed_lines(lines, out))
 
 
 def _read_lines(path: str) -> list[bytes]:

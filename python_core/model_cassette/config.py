@@ -15,7 +15,7 @@ from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
 
 # The tool cassette's filter rules, reused as they are (issue 24): one syntax for every cassette.
-from dsh_sidecar.python_core.tool_cassette.filters import FilterRule, parse_filters
+from dsh_sidecar.python_core.filters import FilterRule, parse_filters
 
 __all__ = ["ModelCassetteConfig", "parse_config"]
 

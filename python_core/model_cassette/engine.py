@@ -24,6 +24,7 @@ from msgspec import UNSET, Raw
 
 from dsh_sidecar.python_core.canonical import MAX_DEPTH, canonical_bytes, loads_strict, too_deep
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
+from dsh_sidecar.python_core.filters import Filters, rules_digest
 from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
 from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
 from dsh_sidecar.python_core.model_cassette.errors import (
@@ -49,7 +50,6 @@ from dsh_sidecar.python_core.model_cassette.format import (
 )
 from dsh_sidecar.python_core.model_cassette.request import compare, filter_view, lane_of, normalize, parts_of
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
-from dsh_sidecar.python_core.tool_cassette.filters import Filters, rules_digest
 
 __all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
 

@@ -12,13 +12,13 @@ still read.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import MAX_SAFE_INTEGER, is_canonical
-from dsh_sidecar.python_core.cassette_io import GENESIS, line_hash, seal
+from dsh_sidecar.python_core.cassette_io import GENESIS, ChainFrame, line_hash, probe_header, seal
 from dsh_sidecar.python_core.model_cassette.request import RequestParts
 
 __all__ = [
@@ -52,12 +52,8 @@ for the session title): such a call is recorded if it settled, otherwise left ou
 RequestView = Literal["metadata", "full"]
 
 
-class Frame(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="kind", kw_only=True, gc=False):
-    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
-
-    seq: int
-    prev: str
-    hash: str | UnsetType = UNSET
+class Frame(ChainFrame, frozen=True, kw_only=True):
+    """A model cassette frame: ``seq``, ``prev`` and ``hash`` (``ChainFrame``), then its kind's fields."""
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
@@ -112,17 +108,6 @@ F = TypeVar("F", bound=Frame)
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
-
-
-class _Probe(msgspec.Struct, gc=False):
-    """Lenient view of line 1, read before the strict decode so a newer version is named."""
-
-    kind: Any = None
-    protocol: Any = None
-    version: Any = None
-
-
-_PROBE_DECODER = msgspec.json.Decoder(_Probe)
 
 
 class _Reason(msgspec.Struct, gc=False):
@@ -289,13 +274,3 @@ def decode_frame(line: bytes) -> AnyFrame:
         msgspec.DecodeError: the line is not JSON or not a frame of this schema.
     """
     return _DECODER.decode(line)
-
-
-def probe_header(line: bytes) -> tuple[object, object, object]:
-    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
-
-    Raises:
-        msgspec.DecodeError: the line is not a JSON object.
-    """
-    probe = _PROBE_DECODER.decode(line)
-    return probe.kind, probe.protocol, probe.version

@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.subagent_cassette.format import Count
+from dsh_sidecar.python_core.canonical import Count
 
 __all__ = ["InitiatorFacts", "delegation_depth"]
 

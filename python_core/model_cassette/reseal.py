@@ -12,24 +12,30 @@ from __future__ import annotations
 
 import msgspec
 
-from dsh_sidecar.python_core.cassette_io import Chain, schema_location
+from dsh_sidecar.python_core.cassette_io import decode_line
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid, ModelCassetteIOError
 from dsh_sidecar.python_core.model_cassette.format import (
     GENESIS,
-    AnyFrame,
     CallFrame,
     CompleteFrame,
+    Frame,
     HeaderFrame,
     chunk_facts,
     decode_frame,
 )
 from dsh_sidecar.python_core.model_cassette.store import check_lines
-from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
+from dsh_sidecar.python_core.reseal_io import ResealReport, reseal_chain, reseal_path
 
 __all__ = ["reseal_file", "reseal_lines"]
 
 
-def _derived(number: int, frame: CallFrame) -> CallFrame:
+def _frame(number: int, body: bytes) -> Frame | None:
+    """The frame of line ``number``, a call's summaries recomputed; ``None`` for the tail."""
+    frame = decode_line(decode_frame, body, number, ModelCassetteInvalid)
+    if isinstance(frame, CompleteFrame):
+        return None
+    if not isinstance(frame, CallFrame):
+        return frame
     try:
         facts = chunk_facts(frame.chunks)
     except msgspec.DecodeError:
@@ -39,6 +45,10 @@ def _derived(number: int, frame: CallFrame) -> CallFrame:
                                    toolCalls=facts.tool_calls)
 
 
+def _tail(calls: int) -> CompleteFrame:
+    return CompleteFrame(seq=0, prev=GENESIS, calls=calls)
+
+
 def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
     """Return the resealed lines of a model cassette and a report.
 
@@ -46,27 +56,8 @@ def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
         ModelCassetteInvalid: a line is not a frame of this schema, or the resealed text fails
             verification (names the line and the reason; nothing is written).
     """
-    frames: list[AnyFrame] = []
-    for number, line in enumerate(lines, start=1):
-        body = line[:-1] if line.endswith(b"\n") else line
-        try:
-            frame = decode_frame(body)
-        except msgspec.DecodeError as exc:
-            raise ModelCassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})",
-                                       line=number) from None
-        if isinstance(frame, CompleteFrame):
-            if number != len(lines):
-                raise ModelCassetteInvalid("complete tail before the last line", line=number)
-            continue
-        frames.append(_derived(number, frame) if isinstance(frame, CallFrame) else frame)
-    if not frames or not isinstance(frames[0], HeaderFrame):
-        raise ModelCassetteInvalid("first frame is not a header", line=1)
-    chain = Chain()
-    out = [chain.link(frame)[1] for frame in frames]
-    calls = sum(1 for frame in frames if isinstance(frame, CallFrame))
-    out.append(chain.link(CompleteFrame(seq=0, prev=GENESIS, calls=calls))[1])
-    check_lines(out)
-    return out, ResealReport(frames=len(out), calls=calls, changed=changed_lines(lines, out))
+    return reseal_chain(lines, _frame, header=HeaderFrame, call=CallFrame, tail=_tail,
+                        invalid=ModelCassetteInvalid, verify=check_lines)
 
 
 def reseal_file(path: str) -> ResealReport:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET
 
-from dsh_sidecar.python_core.canonical import DEPTH_REASON, is_canonical, too_deep
-from dsh_sidecar.python_core.cassette_io import Chain, PartialFile, display_name, reason_of, schema_location
-from dsh_sidecar.python_core.files import FileRefused, open_regular
+from dsh_sidecar.python_core.canonical import is_canonical
+from dsh_sidecar.python_core.cassette_io import FrameScanner, PartialFile
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
     ModelCassetteInvalid,
@@ -22,21 +21,18 @@ from dsh_sidecar.python_core.model_cassette.errors import (
 )
 from dsh_sidecar.python_core.model_cassette.format import (
     ABANDONABLE,
-    GENESIS,
     PROTOCOL,
     READABLE,
     AnyFrame,
     CallFrame,
     ChunkFacts,
     CompleteFrame,
-    Frame,
     HeaderFrame,
     checked_chunks,
     chunk_facts,
     decode_frame,
     encode,
     line_hash,
-    probe_header,
 )
 from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
 
@@ -44,32 +40,10 @@ __all__ = ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verif
 
 
 class Recorder(PartialFile):
-    """``<file>.partial`` with a chain: ``append`` numbers, links, seals, writes and fsyncs."""
+    """The model cassette's ``<file>.partial``, chained and published create-only."""
 
     exists = ModelCassetteExists
     io_error = ModelCassetteIOError
-
-    def __init__(self, path: str, fd: int) -> None:
-        super().__init__(path, fd)
-        self.chain = Chain()
-
-    @classmethod
-    def create(cls, path: str) -> Recorder:
-        """Create ``<path>.partial`` exclusively.
-
-        Raises:
-            ModelCassetteExists: the formal file or the partial already exists.
-            ModelCassetteIOError: the partial cannot be created.
-        """
-        return cls(path, cls.open_partial(path))
-
-    def append(self, frame: Frame) -> None:
-        """Chain, seal, write and fsync one frame.
-
-        Raises:
-            ModelCassetteIOError: the write or fsync failed; the recorder is closed for good.
-        """
-        self.write_lines([self.chain.link(frame)[1]])
 
 
 class Cassette(msgspec.Struct, frozen=True, gc=False):
@@ -91,65 +65,46 @@ class VerifyReport(msgspec.Struct, frozen=True):
     error: ModelCassetteInvalid | None = None
 
 
-class _Scanner:
-    """Checks frames one line at a time: schema, canonical form, chain, summaries, lanes, tail."""
+class _Scanner(FrameScanner[AnyFrame]):
+    """The model cassette's rules over the shared chain checks: chunks, summaries, lanes, tail."""
+
+    invalid = ModelCassetteInvalid
+    io_error = ModelCassetteIOError
+    protocol = PROTOCOL
+    readable = READABLE
+    reads = " and ".join(str(v) for v in READABLE)
 
     def __init__(self, keep: bool) -> None:
+        super().__init__()
         self.keep = keep
         self.header: HeaderFrame | None = None
-        self.frames = 0
-        self.prev = GENESIS
-        self.complete = False
         self.calls: list[CallFrame] = []
         self.count = 0
         self.positions: dict[str, set[int]] = {}
         self.left_out: tuple[str, ...] = ()
+        self.facts: ChunkFacts | None = None
+        """What the chunks of the call frame being checked say (set by ``canonical``)."""
 
-    def feed(self, number: int, line: bytes) -> None:
-        if not line.endswith(b"\n"):
-            raise ModelCassetteInvalid("truncated line (no newline)", line=number)
-        body = line[:-1]
-        if self.complete:
-            raise ModelCassetteInvalid("frame after the complete tail", line=number)
-        if too_deep(body):
-            raise ModelCassetteInvalid(DEPTH_REASON, line=number)
-        if number == 1:
-            self._probe(body)
-        try:
-            frame = decode_frame(body)
-        except msgspec.DecodeError as exc:
-            raise ModelCassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})",
-                                       line=number) from None
-        kind = type(frame).__struct_config__.tag
-        assert isinstance(kind, str)
-        ordinal = frame.ordinal if isinstance(frame, CallFrame) else None
+    def decode(self, body: bytes) -> AnyFrame:
+        return decode_frame(body)
+
+    def canonical(self, frame: AnyFrame, body: bytes) -> bool:
         # Re-encoding the decoded frame reproduces a canonical line byte for byte (a duplicate
         # key, an unsorted key, whitespace or a float all change it); the Raw payloads inside are
         # checked on their own, so the frame's many hex digests never force the slow path.
-        facts: ChunkFacts | None = None
-        canonical = encode(frame) == body
-        if canonical and isinstance(frame, CallFrame):
-            try:
-                facts, canonical = self._chunks(bytes(frame.chunks))
-            except msgspec.DecodeError:
-                raise ModelCassetteInvalid("chunks is not an array of chunk objects", line=number, kind=kind,
-                                           ordinal=ordinal) from None
-        if not canonical:
-            raise ModelCassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
-        if frame.seq != self.frames:
-            raise ModelCassetteInvalid(f"seq {frame.seq} where {self.frames} expected", line=number, kind=kind,
-                                       ordinal=ordinal)
-        if frame.prev != self.prev:
-            raise ModelCassetteInvalid("prev does not match the previous frame's hash", line=number, kind=kind,
-                                       ordinal=ordinal)
-        if frame.hash is UNSET or frame.hash != line_hash(frame, body):
-            raise ModelCassetteInvalid("hash does not match the frame", line=number, kind=kind, ordinal=ordinal)
+        self.facts = None
+        if encode(frame) != body:
+            return False
+        if not isinstance(frame, CallFrame):
+            return True
         try:
-            self._check(frame, facts)
-        except ValueError as exc:
-            raise ModelCassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
-        self.frames += 1
-        self.prev = frame.hash
+            self.facts, canonical = self._chunks(bytes(frame.chunks))
+        except msgspec.DecodeError:
+            raise ValueError("chunks is not an array of chunk objects") from None
+        return canonical
+
+    def hash_of(self, frame: AnyFrame, body: bytes) -> str:
+        return line_hash(frame, body)
 
     def _chunks(self, chunks: bytes) -> tuple[ChunkFacts, bool]:
         """Version 1: canonical chunks. Version 2: the host's own serialization, kept verbatim.
@@ -161,22 +116,7 @@ class _Scanner:
             return checked_chunks(chunks)
         return chunk_facts(chunks), True
 
-    def _probe(self, body: bytes) -> None:
-        try:
-            kind, protocol, version = probe_header(body)
-        except msgspec.DecodeError:
-            raise ModelCassetteInvalid("not a JSON object", line=1) from None
-        if kind != "header":
-            raise ModelCassetteInvalid("first frame is not a header", line=1)
-        if protocol != PROTOCOL:
-            raise ModelCassetteInvalid(f"not a {PROTOCOL} file", line=1, kind="header")
-        if version not in READABLE or isinstance(version, bool):
-            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            readable = " and ".join(str(v) for v in READABLE)
-            raise ModelCassetteInvalid(f"unsupported protocol version {shown} (this build reads {readable})",
-                                       line=1, kind="header")
-
-    def _check(self, frame: AnyFrame, facts: ChunkFacts | None) -> None:
+    def check(self, frame: AnyFrame) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
@@ -186,8 +126,8 @@ class _Scanner:
         if self.header is None:
             raise ValueError("frame before the header")
         if isinstance(frame, CallFrame):
-            assert facts is not None
-            _check_call(frame, facts, self.count, self.header)
+            assert self.facts is not None
+            _check_call(frame, self.facts, self.count, self.header)
             seen = self.positions.setdefault(frame.lane, set())
             if frame.position in seen:
                 raise ValueError(f"position {frame.position} of lane {frame.lane} recorded twice")
@@ -221,12 +161,6 @@ class _Scanner:
             seen.add(int(number))
         self.left_out = frame.leftOut
 
-    def finish(self) -> None:
-        if self.frames == 0:
-            raise ModelCassetteInvalid("empty file")
-        if not self.complete:
-            raise ModelCassetteInvalid(f"missing complete tail frame after line {self.frames}")
-
 
 def _check_call(frame: CallFrame, facts: ChunkFacts, expected: int, header: HeaderFrame) -> None:
     if frame.ordinal != expected:
@@ -255,33 +189,20 @@ def _check_call(frame: CallFrame, facts: ChunkFacts, expected: int, header: Head
         raise ValueError("finish or toolCalls does not match the chunks")
 
 
-def _scan(path: str, scanner: _Scanner) -> None:
-    try:
-        with open_regular(path) as handle:
-            for number, line in enumerate(handle, start=1):
-                scanner.feed(number, line)
-    except FileRefused as refused:
-        raise ModelCassetteIOError("read", display_name(path), refused.reason) from None
-    except OSError as exc:
-        raise ModelCassetteIOError("read", display_name(path), reason_of(exc)) from None
-    scanner.finish()
-
-
 def _recorded_lanes(scanner: _Scanner) -> dict[str, int]:
     left = {name.rpartition("#")[0] for name in scanner.left_out}
     counts = {k: len(v) - sum(1 for n in scanner.left_out if n.rpartition("#")[0] == k)
               for k, v in sorted(scanner.positions.items())}
     return {k: n for k, n in counts.items() if n or k not in left}
+
+
 def check_lines(lines: list[bytes]) -> None:
     """Check in-memory cassette lines (each with its newline) as ``verify_file`` checks a file.
 
     Raises:
         ModelCassetteInvalid: the first structural failure.
     """
-    scanner = _Scanner(keep=False)
-    for number, line in enumerate(lines, start=1):
-        scanner.feed(number, line)
-    scanner.finish()
+    _Scanner(keep=False).scan_lines(lines)
 
 
 def verify_file(path: str) -> VerifyReport:
@@ -295,7 +216,7 @@ def verify_file(path: str) -> VerifyReport:
     scanner = _Scanner(keep=False)
     error: ModelCassetteInvalid | None = None
     try:
-        _scan(path, scanner)
+        scanner.scan_path(path)
     except ModelCassetteInvalid as exc:
         error = exc
     return VerifyReport(
@@ -312,6 +233,6 @@ def load(path: str) -> Cassette:
         ModelCassetteIOError: the file cannot be read.
     """
     scanner = _Scanner(keep=True)
-    _scan(path, scanner)
+    scanner.scan_path(path)
     assert scanner.header is not None
     return Cassette(header=scanner.header, calls=tuple(scanner.calls), left_out=scanner.left_out)

@@ -28,6 +28,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from dsh_sidecar.python_core.canonical import (
     MAX_SAFE_INTEGER,
     NOT_CANONICAL,
+    Count,
     canonical_bytes,
     decode_canonical,
     digest,
@@ -93,7 +94,6 @@ STOP_REASONS: Final = frozenset({"completed", "aborted", "error", "max-tokens", 
 
 Digest = Annotated[str, Meta(pattern=r"^sha256:[0-9a-f]{64}$")]
 NonEmpty = Annotated[str, Meta(min_length=1)]
-Count = Annotated[int, Meta(ge=0, le=MAX_SAFE_INTEGER)]
 Positive = Annotated[int, Meta(ge=1, le=MAX_SAFE_INTEGER)]
 Millis = Annotated[float, Meta(ge=0)]
 JsonObject = dict[str, Any]

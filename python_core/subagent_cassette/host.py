@@ -10,7 +10,8 @@ from __future__ import annotations
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.subagent_cassette.format import Count, FullRequest, NonEmpty
+from dsh_sidecar.python_core.canonical import Count
+from dsh_sidecar.python_core.subagent_cassette.format import FullRequest, NonEmpty
 from dsh_sidecar.python_core.subagent_cassette.identity import ParentEvent, ParentRoute, StartRequest
 
 __all__ = ["ABORTED_RESULT", "ONE_SHOT_PATCH", "PARENT_EVENT_TYPES", "ParentFacts", "start_request"]

@@ -15,11 +15,10 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.canonical import digest
+from dsh_sidecar.python_core.canonical import Count, digest
 from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.subagent_cassette.errors import InvalidStartRequest
 from dsh_sidecar.python_core.subagent_cassette.format import (
-    Count,
     FullRequest,
     NonEmpty,
     RequestMetadata,

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from dsh_sidecar.python_core import files
-from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_of
+from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_of, scan_file
+from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteExists,
     CassetteLocked,
@@ -32,20 +32,14 @@ __all__ = ["CassetteWriter", "WriterLock", "display_name", "load", "verify_file"
 WriteMode = Literal["create", "truncate", "append"]
 
 
+def _read_error(operation: str, name: str, reason: str) -> SidecarError:
+    return CassetteNotFound(name) if reason == "no such file" else CassetteReadError(name, reason)
+
+
 def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
     """Stream ``path`` through the parser."""
-    name = display_name(path)
-    parser = CassetteParser(name, expected_target=expected_target, keep=keep)
-    try:
-        with files.open_regular(path) as handle:
-            for lineno, line in enumerate(handle, start=1):
-                parser.feed(line, lineno)
-    except files.FileRefused as refused:
-        if refused.reason == "no such file":
-            raise CassetteNotFound(name) from None
-        raise CassetteReadError(name, refused.reason) from None
-    except OSError as exc:
-        raise CassetteReadError(name, reason_of(exc)) from None
+    parser = CassetteParser(display_name(path), expected_target=expected_target, keep=keep)
+    scan_file(path, lambda number, line: parser.feed(line, number), _read_error)
     return parser.finish()
 
 

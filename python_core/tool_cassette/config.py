@@ -14,8 +14,8 @@ import msgspec
 
 from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.filters import FilterFunction, FilterRule, parse_filters
 from dsh_sidecar.python_core.tool_cassette.faults import FaultOverlay, parse_faults
-from dsh_sidecar.python_core.tool_cassette.filters import FilterFunction, FilterRule, parse_filters
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule, parse_match
 
 __all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]

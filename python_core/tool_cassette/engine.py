@@ -26,6 +26,7 @@ from msgspec import UNSET, Raw, UnsetType
 from dsh_sidecar.python_core.canonical import digest_bytes, ordered_bytes
 from dsh_sidecar.python_core.cassette_io import Chain, LineSink
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
+from dsh_sidecar.python_core.filters import PLACEHOLDER, Filters, rules_digest
 from dsh_sidecar.python_core.json_pointers import describe, differing_pointers
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, same_selection
 from dsh_sidecar.python_core.tool_cassette.errors import (
@@ -51,7 +52,6 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     ValueRejected,
 )
 from dsh_sidecar.python_core.tool_cassette.faults import FaultRule
-from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
     PROTOCOL,

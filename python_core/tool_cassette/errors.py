@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dsh_sidecar.python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.errors import FilterRaised, FilterUnresolved, SidecarError, printable
 
 __all__ = [
     "ArgumentsUnreadable",
@@ -467,32 +467,3 @@ class RedactedReplay(SidecarError):
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
-
-
-_REFERENCE_FIX = ("give module:function (importable from the DSH cwd) or file.py:function (relative to "
-                  "the DSH cwd)")
-
-
-class FilterUnresolved(SidecarError):
-    """A filter's ``call`` reference cannot be imported or does not name a callable."""
-
-    code = "FILTER_UNRESOLVED"
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(f"{_SECTION}.filters[{index}].call: {reason}; {_REFERENCE_FIX}")
-        self.index = index
-
-
-class FilterRaised(SidecarError):
-    """A filter function raised, or returned a value the file cannot hold; the call is refused."""
-
-    code = "FILTER_RAISED"
-
-    def __init__(self, index: int, identity: str, tool: str, where: str, what: str) -> None:
-        part = "arguments" if where == "args" else "outcome"
-        super().__init__(
-            f"{_SECTION}.filters[{index}] ({printable(identity)}) {what} on the {part} of {printable(tool)}; "
-            "the call was refused and nothing it was given reached the file; fix the filter"
-        )
-        self.index = index
-        self.tool = tool

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import msgspec
 
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.tool_cassette.pointers import encodable
+from dsh_sidecar.python_core.json_pointers import encodable
 
 __all__ = ["FaultOverlay", "FaultRule", "parse_faults"]
 

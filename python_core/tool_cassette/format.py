@@ -25,7 +25,7 @@ from dsh_sidecar.python_core.canonical import (
     is_canonical,
     loads_strict,
 )
-from dsh_sidecar.python_core.cassette_io import GENESIS, seal
+from dsh_sidecar.python_core.cassette_io import GENESIS, ChainFrame, probe_header, seal
 from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
@@ -95,19 +95,8 @@ class Cancellation(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=F
     content: Raw
 
 
-class Frame(
-    msgspec.Struct,
-    frozen=True,
-    forbid_unknown_fields=True,
-    tag_field="kind",
-    kw_only=True,
-    gc=False,
-):
-    """Fields every frame carries; ``hash`` is unset only while the frame is being sealed."""
-
-    seq: int
-    prev: str
-    hash: str | UnsetType = UNSET
+class Frame(ChainFrame, frozen=True, kw_only=True):
+    """A tool cassette frame: ``seq``, ``prev`` and ``hash`` (``ChainFrame``), then its kind's fields."""
 
 
 class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
@@ -200,17 +189,6 @@ _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)
 
 
-class _Probe(msgspec.Struct, gc=False):
-    """Lenient view of line 1, read before the strict decode so a newer version is named."""
-
-    kind: Any = None
-    protocol: Any = None
-    version: Any = None
-
-
-_PROBE_DECODER = msgspec.json.Decoder(_Probe)
-
-
 def encode(value: Any) -> bytes:
     """Encode Structs/dicts holding canonical ``Raw`` payloads with keys sorted (no newline)."""
     return _ENCODER.encode(value)
@@ -223,16 +201,6 @@ def decode_frame(line: bytes) -> AnyFrame:
         msgspec.DecodeError: the line is not JSON or not a frame of this schema.
     """
     return _DECODER.decode(line)
-
-
-def probe_header(line: bytes) -> tuple[object, object, object]:
-    """Return ``(kind, protocol, version)`` of a would-be header line, unknown fields ignored.
-
-    Raises:
-        msgspec.DecodeError: the line is not a JSON object.
-    """
-    probe = _PROBE_DECODER.decode(line)
-    return probe.kind, probe.protocol, probe.version
 
 
 def canonical_payload(value: Any) -> Raw:

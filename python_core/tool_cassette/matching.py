@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import msgspec
 
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer, without
+from dsh_sidecar.python_core.json_pointers import encodable, parse_pointer, without
 
 __all__ = ["MatchRule", "parse_match", "reduce_args"]
 

@@ -13,13 +13,13 @@ from __future__ import annotations
 import msgspec
 
 from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, too_deep
-from dsh_sidecar.python_core.cassette_io import Chain, schema_location
-from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
+from dsh_sidecar.python_core.cassette_io import decode_line
+from dsh_sidecar.python_core.reseal_io import ResealReport, reseal_chain, reseal_path
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, CassetteIOError
 from dsh_sidecar.python_core.tool_cassette.format import (
     GENESIS,
-    AnyFrame,
     CompleteFrame,
+    Frame,
     HeaderFrame,
     StartFrame,
     decode_frame,
@@ -30,17 +30,27 @@ from dsh_sidecar.python_core.tool_cassette.store import check_lines
 __all__ = ["reseal_file", "reseal_lines"]
 
 
-def _frame(number: int, body: bytes, version: int | None) -> AnyFrame:
+def _frame(number: int, body: bytes, version: int | None) -> Frame | None:
+    """The frame of line ``number``, ``argsDigest`` recomputed; ``None`` for the tail.
+
+    ``version``: the file's header version (``None`` while reading the header): a version 4
+    outcome's payloads are kept as the host's strict JSON text, the rest must be canonical.
+    """
     if too_deep(body):
         raise CassetteInvalid(DEPTH_REASON, line=number)
-    try:
-        frame = decode_frame(body)
-    except msgspec.DecodeError as exc:
-        raise CassetteInvalid(f"not a frame of this schema (at {schema_location(exc)})", line=number) from None
+    frame = decode_line(decode_frame, body, number, CassetteInvalid)
     if not is_well_formed(body, frame, version):
         raise CassetteInvalid("not canonical JSON; reseal keeps content as written, so write it "
                               "canonical (sorted keys, no spaces)", line=number)
+    if isinstance(frame, CompleteFrame):
+        return None
+    if isinstance(frame, StartFrame):
+        return msgspec.structs.replace(frame, argsDigest=digest_bytes(frame.args))
     return frame
+
+
+def _tail(calls: int) -> CompleteFrame:
+    return CompleteFrame(seq=0, prev=GENESIS, calls=calls)
 
 
 def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
@@ -50,31 +60,16 @@ def reseal_lines(lines: list[bytes]) -> tuple[list[bytes], ResealReport]:
         CassetteInvalid: a line is not a canonical frame, or the resealed text fails
             verification (names the line and the reason; nothing is written).
     """
-    frames: list[AnyFrame] = []
-    version: int | None = None
-    for number, line in enumerate(lines, start=1):
-        body = line[:-1] if line.endswith(b"\n") else line
-        frame = _frame(number, body, version)
-        if isinstance(frame, HeaderFrame) and version is None:
-            version = frame.version
-        if isinstance(frame, CompleteFrame):
-            if number != len(lines):
-                raise CassetteInvalid("complete tail before the last line", line=number)
-            continue  # recomputed below
-        frames.append(frame)
-    if not frames or not isinstance(frames[0], HeaderFrame):
-        raise CassetteInvalid("first frame is not a header", line=1)
-    chain = Chain()
-    out: list[bytes] = []
-    calls = 0
-    for frame in frames:
-        if isinstance(frame, StartFrame):
-            calls += 1
-            frame = msgspec.structs.replace(frame, argsDigest=digest_bytes(frame.args))
-        out.append(chain.link(frame)[1])
-    out.append(chain.link(CompleteFrame(seq=0, prev=GENESIS, calls=calls))[1])
-    check_lines(out)
-    return out, ResealReport(frames=len(out), calls=calls, changed=changed_lines(lines, out))
+    versions: list[int] = []  # the header's, once its line is read
+
+    def frame_of(number: int, body: bytes) -> Frame | None:
+        frame = _frame(number, body, versions[0] if versions else None)
+        if isinstance(frame, HeaderFrame) and not versions:
+            versions.append(frame.version)
+        return frame
+
+    return reseal_chain(lines, frame_of, header=HeaderFrame, call=StartFrame, tail=_tail,
+                        invalid=CassetteInvalid, verify=check_lines)
 
 
 def reseal_file(path: str) -> ResealReport:

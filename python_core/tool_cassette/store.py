@@ -10,42 +10,27 @@ strict JSON text) is rejected.
 
 from __future__ import annotations
 
-import errno
-import os
 import sys
-from typing import TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from dsh_sidecar.python_core.canonical import DEPTH_REASON, digest_bytes, too_deep
-from dsh_sidecar.python_core.cassette_io import (
-    Chain,
-    PartialFile,
-    display_name,
-    frame_hash,
-    fsync_dir,
-    reason_of,
-    schema_location,
-)
-from dsh_sidecar.python_core.files import FileRefused, open_regular
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.cassette_io import FrameScanner, PartialFile, frame_hash
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from dsh_sidecar.python_core.tool_cassette.format import (
-    GENESIS,
     PROTOCOL,
     READABLE_VERSIONS,
     VERSION,
     AnyFrame,
     Cancellation,
     DefinitionFrame,
-    Frame,
     HeaderFrame,
     HostEvent,
     ResultFrame,
     StartFrame,
     decode_frame,
     is_well_formed,
-    probe_header,
 )
 
 __all__ = [
@@ -58,66 +43,13 @@ __all__ = [
     "verify_file",
 ]
 
-F = TypeVar("F", bound=Frame)
-
-
 class Recorder(PartialFile):
-    """``<file>.partial`` with a chain: ``append`` numbers, links, seals, writes and fsyncs."""
+    """The tool cassette's ``<file>.partial``: a fresh project has no ``.dsh-cassettes/`` yet, so
+    recording into it makes the directory, as ``mkdir -p``."""
 
     exists = CassetteExists
     io_error = CassetteIOError
-
-    def __init__(self, path: str, fd: int) -> None:
-        super().__init__(path, fd)
-        self.chain = Chain()
-
-    @classmethod
-    def create(cls, path: str) -> Recorder:
-        """Create ``<path>.partial`` exclusively, making missing directories above it first.
-
-        Raises:
-            CassetteExists: the formal file or the partial already exists.
-            CassetteIOError: a directory or the partial cannot be created.
-        """
-        try:
-            _make_directories(path)
-        except OSError as exc:
-            raise CassetteIOError("create the directory of", display_name(path), reason_of(exc)) from None
-        return cls(path, cls.open_partial(path))
-
-    def append(self, frame: F) -> F:
-        """Chain, seal, write and fsync one frame; return it as written.
-
-        Raises:
-            CassetteIOError: the write or fsync failed; the recorder is closed for good.
-        """
-        sealed, line = self.chain.link(frame)
-        self.write_lines([line])
-        return sealed
-
-
-def _make_directories(path: str) -> None:
-    """Make the missing directories above ``path``, private (cassettes hold secrets) and synced.
-
-    A fresh project has no ``.dsh-cassettes/`` yet: recording into it makes it, as ``mkdir -p``.
-
-    Raises:
-        OSError: a part of the path is not a directory, or a directory cannot be made.
-    """
-    parent = os.path.dirname(path)
-    missing: list[str] = []
-    while not os.path.lexists(parent):
-        missing.append(parent)
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise NotADirectoryError(errno.ENOTDIR, "not a directory")
-    for directory in reversed(missing):
-        try:
-            os.mkdir(directory, 0o700)
-        except FileExistsError:
-            if not os.path.isdir(directory):  # another process made something else meanwhile
-                raise
-        fsync_dir(directory)
+    make_parents = True
 
 
 class RecordedCall(msgspec.Struct, frozen=True, gc=False):
@@ -154,15 +86,19 @@ class VerifyReport(msgspec.Struct, frozen=True):
     definitions: int = 0
 
 
-class _Scanner:
-    """Checks frames one line at a time: schema, canonical form, chain, pairing, tail."""
+class _Scanner(FrameScanner[AnyFrame]):
+    """The tool cassette's rules over the shared chain checks: pairing, definitions, the tail."""
+
+    invalid = CassetteInvalid
+    io_error = CassetteIOError
+    protocol = PROTOCOL
+    readable = tuple(sorted(READABLE_VERSIONS))
+    reads = f"1 to {VERSION}"
 
     def __init__(self, keep: bool) -> None:
+        super().__init__()
         self.keep = keep
         self.header: HeaderFrame | None = None
-        self.frames = 0
-        self.prev = GENESIS
-        self.complete = False
         self.tools: dict[str, int] = {}
         self.open_calls: dict[int, StartFrame | None] = {}
         self.started = 0
@@ -170,57 +106,16 @@ class _Scanner:
         self.results: dict[int, ResultFrame] = {}
         self.definitions: dict[str, DefinitionFrame] = {}
 
-    def feed(self, number: int, line: bytes) -> None:
-        if not line.endswith(b"\n"):
-            raise CassetteInvalid("truncated line (no newline)", line=number)
-        body = line[:-1]
-        if self.complete:
-            raise CassetteInvalid("frame after the complete tail", line=number)
-        if too_deep(body):
-            raise CassetteInvalid(DEPTH_REASON, line=number)
-        if number == 1:
-            self._probe(body)
-        try:
-            frame = decode_frame(body)
-        except msgspec.DecodeError as exc:
-            reason = f"not a frame of this schema (at {schema_location(exc)})"
-            raise CassetteInvalid(reason, line=number) from None
-        kind = type(frame).__struct_config__.tag
-        assert isinstance(kind, str)
-        ordinal = getattr(frame, "ordinal", None)
-        if not is_well_formed(body, frame, None if self.header is None else self.header.version):
-            raise CassetteInvalid("not canonical JSON", line=number, kind=kind, ordinal=ordinal)
-        if frame.seq != self.frames:
-            reason = f"seq {frame.seq} where {self.frames} expected"
-            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
-        if frame.prev != self.prev:
-            reason = "prev does not match the previous frame's hash"
-            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
-        if frame.hash is UNSET or frame.hash != frame_hash(frame):
-            reason = "hash does not match the frame"
-            raise CassetteInvalid(reason, line=number, kind=kind, ordinal=ordinal)
-        try:
-            self._check(frame)
-        except ValueError as exc:
-            raise CassetteInvalid(str(exc), line=number, kind=kind, ordinal=ordinal) from None
-        self.frames += 1
-        self.prev = frame.hash
+    def decode(self, body: bytes) -> AnyFrame:
+        return decode_frame(body)
 
-    def _probe(self, body: bytes) -> None:
-        try:
-            kind, protocol, version = probe_header(body)
-        except msgspec.DecodeError:
-            raise CassetteInvalid("not a JSON object", line=1) from None
-        if kind != "header":
-            raise CassetteInvalid("first frame is not a header", line=1)
-        if protocol != PROTOCOL:
-            raise CassetteInvalid("not a dsh-tool-cassette file", line=1, kind="header")
-        if isinstance(version, bool) or version not in READABLE_VERSIONS:
-            shown = version if isinstance(version, int) and not isinstance(version, bool) else "?"
-            reason = f"unsupported protocol version {shown} (this build reads 1 to {VERSION})"
-            raise CassetteInvalid(reason, line=1, kind="header")
+    def canonical(self, frame: AnyFrame, body: bytes) -> bool:
+        return is_well_formed(body, frame, None if self.header is None else self.header.version)
 
-    def _check(self, frame: AnyFrame) -> None:
+    def hash_of(self, frame: AnyFrame, body: bytes) -> str:
+        return frame_hash(frame)
+
+    def check(self, frame: AnyFrame) -> None:
         """Kind-specific rules; raises ValueError with a structural reason."""
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
@@ -273,12 +168,6 @@ class _Scanner:
             if self.open_calls:
                 raise ValueError(f"ordinal {min(self.open_calls)} has no result")
             self.complete = True
-
-    def finish(self) -> None:
-        if self.frames == 0:
-            raise CassetteInvalid("empty file")
-        if not self.complete:
-            raise CassetteInvalid(f"missing complete tail frame after line {self.frames}")
 
 
 def _copy(raw: msgspec.Raw | UnsetType) -> msgspec.Raw | UnsetType:
@@ -336,28 +225,13 @@ def _check_result(frame: ResultFrame) -> None:
             raise ValueError("cancellation content is not an array")
 
 
-def _scan(path: str, scanner: _Scanner) -> None:
-    try:
-        with open_regular(path) as handle:
-            for number, line in enumerate(handle, start=1):
-                scanner.feed(number, line)
-    except FileRefused as refused:
-        raise CassetteIOError("read", display_name(path), refused.reason) from None
-    except OSError as exc:
-        raise CassetteIOError("read", display_name(path), reason_of(exc)) from None
-    scanner.finish()
-
-
 def check_lines(lines: list[bytes]) -> None:
     """Check in-memory cassette lines (each with its newline) as ``verify_file`` checks a file.
 
     Raises:
         CassetteInvalid: the first structural failure.
     """
-    scanner = _Scanner(keep=False)
-    for number, line in enumerate(lines, start=1):
-        scanner.feed(number, line)
-    scanner.finish()
+    _Scanner(keep=False).scan_lines(lines)
 
 
 def verify_file(path: str) -> VerifyReport:
@@ -370,7 +244,7 @@ def verify_file(path: str) -> VerifyReport:
     """
     scanner = _Scanner(keep=False)
     try:
-        _scan(path, scanner)
+        scanner.scan_path(path)
     except CassetteInvalid as error:
         return _report(scanner, error)
     return _report(scanner, None)
@@ -397,7 +271,7 @@ def load(path: str) -> Cassette:
         CassetteIOError: the file cannot be read.
     """
     scanner = _Scanner(keep=True)
-    _scan(path, scanner)
+    scanner.scan_path(path)
     assert scanner.header is not None
     calls = tuple(
         RecordedCall(

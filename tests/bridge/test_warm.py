@@ -244,8 +244,8 @@ async def test_a_handle_no_open_session_gave_out_is_warm_session_unknown(
     # although initialize had succeeded.
     sidecar, _control = warm
     with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as post:
-        unknown = {"handle": "h-unknown", "path": "root/0", "tool": "echo", "result": {"content": [], "isError": False}}
-        sidecar.tools_post_execute(msgspec.convert(unknown, PostExecuteParams))
+        unknown = b'{"handle":"h-unknown","path":"root/0","tool":"echo","result":{"content":[],"isError":false}}'
+        sidecar.tools_post_execute(msgspec.json.decode(unknown, type=PostExecuteParams))
     with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as recorded:
         sidecar.model_recorded(ModelRecordedParams(handle=99, chunks=msgspec.Raw(b"[]"), atMs=[], complete=True))
     assert post.value.code == recorded.value.code == "WARM_SESSION_UNKNOWN"

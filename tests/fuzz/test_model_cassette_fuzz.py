@@ -27,6 +27,8 @@ from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid, 
 SEED = int(os.environ.get("MODEL_FUZZ_SEED", "20261202"))
 FILES = 200
 REQUESTS = 3_000
+# Header versions of every JSON type (an object one crashed the tool cassette's probe).
+HEADER_VERSIONS = [b"1", b"true", b"9", b"{}", b"[]", b'{"v":2}', b"[2]", b"null", b'"2"', b"2.0"]
 WORDS = ["", "a", "session-title", "deepseek-official", "é", "\u2028", "\x00", "💥", "#", "{", "\\"]
 
 
@@ -96,7 +98,7 @@ def _mutate(rand: random.Random, data: bytes) -> bytes:
         return data[: rand.randrange(len(data))]
     else:
         at = rand.randrange(len(lines))
-        lines[at] = lines[at].replace(b'"version":2', rand.choice([b'"version":1', b'"version":true', b'"version":9']))
+        lines[at] = lines[at].replace(b'"version":2', b'"version":' + rand.choice(HEADER_VERSIONS))
     return b"".join(lines)
 
 

@@ -14,6 +14,7 @@ from dsh_sidecar.python_core.canonical import canonical_bytes, digest
 from dsh_sidecar.python_core.cassette_io import (
     GENESIS,
     Chain,
+    check_header_line,
     display_name,
     line_hash,
     mapping_hash,
@@ -23,7 +24,7 @@ from dsh_sidecar.python_core.cassette_io import (
 )
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteIOError
 from dsh_sidecar.python_core.model_cassette.store import Recorder as ModelRecorder
-from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, CassetteInvalid
 from dsh_sidecar.python_core.tool_cassette.format import GENESIS as TOOL_GENESIS
 from dsh_sidecar.python_core.tool_cassette.format import HeaderFrame
 from dsh_sidecar.python_core.tool_cassette.store import Recorder
@@ -89,3 +90,27 @@ def test_each_cassette_names_its_own_errors_from_the_shared_file(tmp_path: Path)
         ModelRecorder.create(str(tmp_path / "missing" / "m.ndjson"))
     assert str(info.value) == "MODEL_CASSETTE_IO: cannot create m.ndjson.partial: no such file"
     assert not os.path.exists(tmp_path / "missing")
+
+
+_UNSUPPORTED = "line 1 header: unsupported protocol version {} (this build reads 1 and 2)"
+
+
+@pytest.mark.parametrize(("line", "reason"), [
+    (b"[1]", "line 1: not a JSON object"),
+    (b'{"kind":"call"}', "line 1: first frame is not a header"),
+    (b'{"kind":"header","protocol":"other"}', "line 1 header: not a p file"),
+    (b'{"kind":"header","protocol":"p","version":3}', _UNSUPPORTED.format(3)),
+    (b'{"kind":"header","protocol":"p","version":{}}', _UNSUPPORTED.format("?")),
+    (b'{"kind":"header","protocol":"p","version":[1]}', _UNSUPPORTED.format("?")),
+    (b'{"kind":"header","protocol":"p","version":true}', _UNSUPPORTED.format("?")),
+    (b'{"kind":"header","protocol":"p","version":1.5}', _UNSUPPORTED.format("?")),
+])
+def test_the_header_probe_names_every_foreign_line_1(line: bytes, reason: str) -> None:
+    with pytest.raises(CassetteInvalid) as caught:
+        check_header_line(line, protocol="p", readable=(1, 2), reads="1 and 2", invalid=CassetteInvalid)
+    assert caught.value.message == reason
+
+
+def test_the_header_probe_passes_a_readable_header_with_unknown_members() -> None:
+    check_header_line(b'{"kind":"header","protocol":"p","version":2,"new":{}}', protocol="p", readable=(1, 2),
+                      reads="1 and 2", invalid=CassetteInvalid)

@@ -12,6 +12,7 @@ import pytest
 from dsh_sidecar.python_core.canonical import canonical_bytes
 from dsh_sidecar.python_core.cassette_io import frame_hash
 from dsh_sidecar.python_core.model_cassette import load, verify_file
+from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid
 from dsh_sidecar.python_core.model_cassette.format import decode_frame
 
 
@@ -96,3 +97,15 @@ def test_another_protocol_or_version_is_named(make_cassette: Callable[..., Path]
     path.write_bytes(path.read_bytes().replace(b'"version":2', b'"version":3', 1))
 
     assert "unsupported protocol version 3 (this build reads 1 and 2)" in str(verify_file(str(path)).error)
+
+
+@pytest.mark.parametrize("version", [b"{}", b"[]", b'{"a":1}', b"[2]", b"true", b'"2"', b"null"])
+def test_a_header_version_of_any_json_type_is_named(make_cassette: Callable[..., Path], version: bytes) -> None:
+    path = make_cassette()
+    path.write_bytes(path.read_bytes().replace(b'"version":2', b'"version":' + version, 1))
+
+    assert str(verify_file(str(path)).error) == (
+        "MODEL_CASSETTE_INVALID: line 1, frame header: unsupported protocol version ? (this build reads 1 and 2)"
+    )
+    with pytest.raises(ModelCassetteInvalid, match=r"line 1, frame header: unsupported protocol version \?"):
+        load(str(path))

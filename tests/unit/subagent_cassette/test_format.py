@@ -226,6 +226,9 @@ def test_request_storage_must_match_header(base: Records, sealed: Any, write: An
     [
         ("format", "other-cassette", "format is not dsh-subagent-cassette"),
         ("version", 3, "version is not 1 or 2"),
+        ("version", {}, "version is not 1 or 2"),
+        ("version", [2], "version is not 1 or 2"),
+        ("version", "2", "version is not 1 or 2"),
         ("kind", "cassette/interaction", "first record is not a cassette/header"),
         ("createdAt", "soon", "createdAt is not an ISO-8601 timestamp"),
     ],

@@ -1,7 +1,8 @@
 """Fuzz: mutated subagent cassettes through the loader and the ``subagent-cassette`` CLI.
 
-10,000 mutations of a valid two-interaction recording go through ``verify``/``inspect`` (and
-``diff`` against the original): each is accepted or a named error on one line with exit 1,
+10,000 mutations of a valid two-interaction recording (every 20th first gives the header's
+``version`` another JSON shape) go through ``verify``/``inspect`` (and ``diff`` against the
+original): each is accepted or a named error on one line with exit 1,
 never a traceback. Seed: the ``fuzz`` fixture prints it.
 """
 
@@ -17,6 +18,7 @@ from dsh_sidecar.python_core.subagent_cassette.cli import cli
 from dsh_sidecar.python_core.subagent_cassette.store import verify_file
 
 N = 10_000
+HEADER_VERSIONS = [b"{}", b"[]", b'{"v":2}', b"[2]", b"true", b"null", b'"2"', b"2.0", b"-0", b"1e400"]
 
 
 def test_fuzz_mutated_cassettes_get_named_errors_only(
@@ -30,7 +32,10 @@ def test_fuzz_mutated_cassettes_get_named_errors_only(
     outcomes: dict[str, int] = {}
     commands = (["verify"], ["inspect"], ["diff", str(original)])
     for i in range(N):
-        target.write_bytes(fuzz.mutate(valid))
+        data = valid
+        if i % 20 == 0:
+            data = valid.replace(b'"version":2', b'"version":' + fuzz.rng.choice(HEADER_VERSIONS), 1)
+        target.write_bytes(data if i % 40 == 0 else fuzz.mutate(data))
         code = "valid"
         if i % 3 == 2:
             try:

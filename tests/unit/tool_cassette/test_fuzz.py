@@ -1,8 +1,9 @@
 """Fuzz: mutated tool cassettes through the verifier and the ``dsh-tool-cassette`` CLI.
 
 10,000 mutations of a valid recording holding a tool definition (bit flips, cut, doubled and swapped lines, deep
-nesting, lone surrogates, NULs, huge numbers) go through ``verify`` and ``inspect``: every one
-is valid or a named error on one line with exit 1, never a traceback. Seed: the ``fuzz``
+nesting, lone surrogates, NULs, huge numbers; every 20th first gives the header's ``version``
+another JSON shape: an object, an array, a string) go through ``verify`` and ``inspect``: every
+one is valid or a named error on one line with exit 1, never a traceback. Seed: the ``fuzz``
 fixture prints it.
 """
 
@@ -19,6 +20,8 @@ from dsh_sidecar.python_core.tool_cassette.cli import main
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 
 N = 10_000
+# Header versions of every JSON type: an object once reached a set lookup (TypeError).
+HEADER_VERSIONS = [b"{}", b"[]", b'{"v":3}', b"[3]", b"true", b"null", b'"3"', b"3.0", b"-0", b"1e400"]
 
 
 def test_fuzz_mutated_cassettes_get_named_errors_only(fuzz: Any, make_cassette: Any, kit: Any,
@@ -29,7 +32,10 @@ def test_fuzz_mutated_cassettes_get_named_errors_only(fuzz: Any, make_cassette: 
     runner = CliRunner()
     outcomes: dict[str, int] = {}
     for i in range(N):
-        target.write_bytes(fuzz.mutate(valid))
+        data = valid
+        if i % 20 == 0:
+            data = valid.replace(b'"version":3', b'"version":' + fuzz.rng.choice(HEADER_VERSIONS), 1)
+        target.write_bytes(data if i % 40 == 0 else fuzz.mutate(data))
         result = runner.invoke(main, ["verify" if i % 2 else "inspect", str(target)])
         assert result.exception is None or isinstance(result.exception, SystemExit), (fuzz, result.exception)
         assert result.exit_code in (0, 1), (fuzz, result.output)

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.filters import PLACEHOLDER, Filters, parse_filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.config import parse_config
 from dsh_sidecar.python_core.tool_cassette.engine import (
     ExecuteEvent,
@@ -19,7 +20,6 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     ToolCassetteSession,
 )
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, FilterRaised, FilterUnresolved, RulesDiffer
-from dsh_sidecar.python_core.tool_cassette.filters import PLACEHOLDER, Filters, parse_filters, rules_digest
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file, reseal_lines
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 

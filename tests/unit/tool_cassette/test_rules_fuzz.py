@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from dsh_sidecar.python_core.errors import ConfigError
+from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.stubs import parse_stubs
 from dsh_sidecar.python_core.tool_cassette.config import parse_config
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid
 from dsh_sidecar.python_core.tool_cassette.faults import parse_faults
-from dsh_sidecar.python_core.tool_cassette.filters import Filters, parse_filters
 from dsh_sidecar.python_core.tool_cassette.matching import parse_match, reduce_args
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_lines
 from dsh_sidecar.python_core.tool_cassette.store import check_lines

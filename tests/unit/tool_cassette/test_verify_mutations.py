@@ -96,6 +96,22 @@ def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> 
     )
 
 
+@pytest.mark.parametrize("version", [b"{}", b"[]", b'{"a":1}', b"[3]", b"true", b'"3"', b"null"])
+@pytest.mark.parametrize("command", ["verify", "inspect"])
+def test_a_header_version_of_any_json_type_is_named_not_a_traceback(
+    lines: list[bytes], tmp_path: Path, version: bytes, command: str,
+) -> None:
+    # A fuzz finding: an object ``version`` reached a set lookup and raised TypeError.
+    path = tmp_path / "mutant.jsonl"
+    path.write_bytes(b'{"kind":"header","protocol":"dsh-tool-cassette","seq":0,"version":' + version + b"}\n"
+                     + b"".join(lines[1:]))
+    message = "CASSETTE_INVALID: line 1 header: unsupported protocol version ? (this build reads 1 to 4)"
+    assert str(verify_file(str(path)).error) == message
+    result = CliRunner().invoke(main, [command, str(path)])
+    assert (result.exception is None or isinstance(result.exception, SystemExit), result.exit_code) == (True, 1)
+    assert message in result.output.splitlines() or f"integrity: {message}" in result.output.splitlines()
+
+
 def _rechained(lines: list[bytes], version: int, host: HostState | None = None, *,
                rendered: bool = False, extra: list[DefinitionFrame] | None = None) -> bytes:
     """The file re-sealed with header ``version`` (and ``host`` on its first result).

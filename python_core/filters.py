@@ -30,10 +30,9 @@ from typing import Any, Literal
 import msgspec
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
-from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError
+from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError, FilterRaised, FilterUnresolved
+from dsh_sidecar.python_core.json_pointers import encodable, parse_pointer
 from dsh_sidecar.python_core.references import check_reference, reference_identity
-from dsh_sidecar.python_core.tool_cassette.errors import FilterRaised, FilterUnresolved
-from dsh_sidecar.python_core.tool_cassette.pointers import encodable, parse_pointer
 
 __all__ = ["CREDENTIAL_KEYS", "PLACEHOLDER", "FilterFunction", "FilterRule", "Filters", "parse_filters",
            "rules_digest"]
