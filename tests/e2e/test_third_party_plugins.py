@@ -1,0 +1,82 @@
+"""Third-party plugin patterns through real headless DSH rc.8, warm and cold (issue 29 items 3, 4, 6).
+
+The plugins are small ones written in ``third_party.py`` the way plugins nobody here wrote are:
+a tool that reads ``input.txt`` relative to ``process.cwd()``, a store made under ``$DSH_HOME``
+on first use, a package whose bundle names a patch file it lacks, an output schema rc.8 rejects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dshrun import user_pytest
+from third_party import CWD_TOOLS, plugin_row
+
+from dsh_sidecar.bridge.api.run import ToolCassette, run
+from dsh_sidecar.bridge.api.warm_pool import WarmPool
+
+pytestmark = pytest.mark.e2e
+
+CAT = "/mock run cat_input({})"
+
+
+@pytest.fixture
+def pool() -> Iterator[WarmPool]:
+    warm = WarmPool()
+    yield warm
+    warm.close()
+
+
+def _recorded_outputs(cassette: Path) -> list[str]:
+    frames = [json.loads(line) for line in cassette.read_text().splitlines() if line.strip()]
+    return [json.dumps(f) for f in frames if f.get("kind") == "call/result"]
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_tool_reading_process_cwd_records_and_replays_the_sessions_file(
+    warm: bool, pool: WarmPool, tmp_path: Path,
+) -> None:
+    row = plugin_row(tmp_path / "plugins", "cwd-tools", CWD_TOOLS)
+    results = []
+    for i in range(2):  # two runs of one warm host, each in a folder of its own
+        work = tmp_path / f"work{i}"
+        work.mkdir()
+        (work / "input.txt").write_text(f"the file of run {i}\n")
+        cassette = ToolCassette(file="cat.tools.ndjson", include=["cat_input"])
+        recorded = run(CAT, cwd=work, rows=[row], warm=pool if warm else False, record_mode="once",
+                       tool_cassette=cassette)
+        assert recorded.ok, recorded.explain()
+        assert [r.output for r in recorded.tool_results] == [f"the file of run {i}\n"]
+        assert any(f"the file of run {i}" in frame for frame in _recorded_outputs(work / "cat.tools.ndjson"))
+        (work / "input.txt").unlink()
+        replayed = run(CAT, cwd=work, rows=[row], warm=pool if warm else False, tool_cassette=cassette,
+                       allow_live_tools=False)
+        assert replayed.ok, replayed.explain()
+        assert [r.output for r in replayed.tool_results] == [f"the file of run {i}\n"]
+        results.append(replayed)
+    assert pool.boots == (1 if warm else 0)
+
+
+def test_a_warm_pytest_recording_of_a_process_cwd_tool_holds_the_tests_file(tmp_path: Path) -> None:
+    row = plugin_row(tmp_path / "plugins", "cwd-tools", CWD_TOOLS)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tools.patch.yml").write_text(
+        f"- {json.dumps({'insert': [{'id': row.id, 'name': row.name, 'config': {}}]})}\n")
+    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+    (project / "test_cat.py").write_text(
+        "def test_cat(dsh):\n"
+        "    (dsh.cwd / 'input.txt').write_text('hello from the test folder\\n')\n"
+        f"    result = dsh.run({CAT!r}, tools=['cat_input'])\n"
+        "    assert result.result('cat_input').output == 'hello from the test folder\\n'\n"
+    )
+    recorded = user_pytest(project, "--dsh-record-mode", "once")  # warm: the plugin's default
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    [cassette] = (project / "cassettes").rglob("*.tools.ndjson")
+    assert any("hello from the test folder" in frame for frame in _recorded_outputs(cassette))
+    for args in ((), ("--dsh-cold",)):
+        replayed = user_pytest(project, *args)
+        assert replayed.returncode == 0, replayed.stdout[-3000:]
