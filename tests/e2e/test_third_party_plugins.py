@@ -8,12 +8,15 @@ on first use, a package whose bundle names a patch file it lacks, an output sche
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dshrun import user_pytest
-from third_party import CWD_TOOLS, plugin_row
+from dshrun import DSH_HOME, user_pytest
+from third_party import CWD_TOOLS, HOME_STATE, plugin_row
 
 from dsh_sidecar.bridge.api.run import ToolCassette, run
 from dsh_sidecar.bridge.api.warm_pool import WarmPool
@@ -21,6 +24,15 @@ from dsh_sidecar.bridge.api.warm_pool import WarmPool
 pytestmark = pytest.mark.e2e
 
 CAT = "/mock run cat_input({})"
+GET = "/mock run state_get({})"
+
+
+@pytest.fixture
+def store() -> Iterator[str]:
+    """A store name of this test's own under the checkout's shared DSH home, removed after it."""
+    name = f"test-store-{secrets.token_hex(4)}"
+    yield name
+    shutil.rmtree(DSH_HOME / name, ignore_errors=True)
 
 
 @pytest.fixture
@@ -80,3 +92,56 @@ def test_a_warm_pytest_recording_of_a_process_cwd_tool_holds_the_tests_file(tmp_
     for args in ((), ("--dsh-cold",)):
         replayed = user_pytest(project, *args)
         assert replayed.returncode == 0, replayed.stdout[-3000:]
+
+
+def _put(value: str) -> str:
+    return f'/mock run state_put({{"value": "{value}"}})'
+
+
+def _outputs(result: object) -> list[str]:
+    return [r.output for r in result.tool_results]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("first", "then"), [(True, True), (False, False), (True, False), (False, True)],
+                         ids=["warm-warm", "cold-cold", "warm-cold", "cold-warm"])
+def test_state_a_plugin_makes_under_dsh_home_persists_into_the_next_run(
+    first: bool, then: bool, store: str, pool: WarmPool, tmp_path: Path,
+) -> None:
+    row = plugin_row(tmp_path / "plugins", "home-state", HOME_STATE, {"store": store})
+    if then:  # the next run's host is already up when the state is made
+        assert _outputs(run(GET, cwd=tmp_path, rows=[row], warm=pool)) == ["value:(none)"]
+    put = run(_put("kept"), cwd=tmp_path, rows=[row], warm=pool if first else False)
+    assert put.ok, put.explain()
+    # As with a plain `dsh`: the store is in the shared home, made by the run, not left behind in its private one.
+    assert (DSH_HOME / store / "value.txt").read_text() == "kept"
+    assert not (DSH_HOME / store).is_symlink()
+    got = run(GET, cwd=tmp_path, rows=[row], warm=pool if then else False)
+    assert got.ok, got.explain()
+    assert _outputs(got) == ["value:kept"]
+    pool.close()
+    # Nothing of a run's private home stays (the warm host's went with it).
+    assert not any((DSH_HOME / ".run-homes").iterdir())
+    assert (DSH_HOME / store / "value.txt").read_text() == "kept"
+
+
+def test_state_under_dsh_home_persists_from_one_pytest_test_to_the_next_warm_and_cold(
+    store: str, tmp_path: Path,
+) -> None:
+    row = plugin_row(tmp_path / "plugins", "home-state", HOME_STATE, {"store": store})
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "tools.patch.yml").write_text(
+        f"- {json.dumps({'insert': [{'id': row.id, 'name': row.name, 'config': row.config}]})}\n")
+    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\ndsh_allow_live_tools = *\n")
+    (project / "test_state.py").write_text(
+        "import os\n\n"
+        "def test_1_put(dsh):\n"
+        "    value = os.environ['STATE_VALUE']\n"
+        f"    assert dsh.run('/mock run state_put({{\"value\": \"' + value + '\"}})').ok\n\n"
+        "def test_2_get(dsh):\n"
+        f"    assert dsh.run({GET!r}).result('state_get').output == 'value:' + os.environ['STATE_VALUE']\n"
+    )
+    for value, args in (("warm", ()), ("cold", ("--dsh-cold",))):
+        done = user_pytest(project, "-p", "no:randomly", *args, env={**os.environ, "STATE_VALUE": value})
+        assert done.returncode == 0, done.stdout[-3000:]
+        assert (DSH_HOME / store / "value.txt").read_text() == value
