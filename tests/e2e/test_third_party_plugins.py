@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dshrun import DSH_HOME, user_pytest
-from third_party import CWD_TOOLS, HOME_STATE, plugin_row
+from dshrun import DSH_HOME, HOST, user_pytest
+from third_party import BROKEN_SCHEMA, CWD_TOOLS, HOME_STATE, broken_bundle_home, plugin_row
 
 from dsh_sidecar.bridge.api.run import ToolCassette, run
 from dsh_sidecar.bridge.api.warm_pool import WarmPool
+from dsh_sidecar.bridge.host.toolchain import host_env
 
 pytestmark = pytest.mark.e2e
 
@@ -145,3 +146,36 @@ def test_state_under_dsh_home_persists_from_one_pytest_test_to_the_next_warm_and
         done = user_pytest(project, "-p", "no:randomly", *args, env={**os.environ, "STATE_VALUE": value})
         assert done.returncode == 0, done.stdout[-3000:]
         assert (DSH_HOME / store / "value.txt").read_text() == value
+
+
+def _assert_one_named_line(result: object, work: Path, plugin: str, detail: str) -> None:
+    stderr = result.stderr  # type: ignore[attr-defined]
+    assert result.exit_code == 1  # type: ignore[attr-defined]
+    [line] = stderr.splitlines()
+    assert line.startswith(f"dsh-sidecar: PLUGIN_BROKEN: plugin {plugin}") and detail in line and "fix: " in line, line
+    assert "/" + "tmp" not in line and str(work) not in line and "node_modules/." not in line
+    assert [e.code for e in result.errors] == ["PLUGIN_BROKEN"]  # type: ignore[attr-defined]
+    assert result.tool_cassette is None  # type: ignore[attr-defined]
+    assert sorted(p.name for p in work.iterdir()) == ["plugins"] or not any(
+        p.name.startswith(".") for p in work.iterdir())
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+def test_a_plugin_whose_output_schema_rc8_rejects_is_one_named_line(
+    warm: bool, pool: WarmPool, tmp_path: Path,
+) -> None:
+    row = plugin_row(tmp_path / "plugins", "broken-schema", BROKEN_SCHEMA)
+    result = run('/mock run echo({"text": "x"})', cwd=tmp_path, rows=[row], warm=pool if warm else False,
+                 record_mode="once", tool_cassette=ToolCassette(file="t.tools.ndjson", include=["echo"]))
+    _assert_one_named_line(result, tmp_path, "broken-schema.js", "schema.additionalProperties")
+    assert "to re-record" not in result.explain("pytest x --dsh-record-mode all")
+
+
+def test_a_bundle_naming_a_patch_file_its_package_lacks_is_one_named_line(tmp_path: Path) -> None:
+    home = broken_bundle_home(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run('/mock run echo({"text": "x"})', cwd=work, host=host_env(HOST, home), record_mode="once",
+                 tool_cassette=ToolCassette(file="t.tools.ndjson", include=["echo"]))
+    _assert_one_named_line(result, work, "dsh-broken-bundle", "has no cordis.patch.yml")
+    assert "dsh plugin --profile headless remove dsh-broken-bundle" in result.stderr
