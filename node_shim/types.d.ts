@@ -49,6 +49,7 @@ export interface WarmJob {
   sessionId?: string
   cwd?: string
   task?: string
+  processCwd?: string
   stop?: boolean
 }
 

@@ -42,13 +42,15 @@ function summarize(events, firstSeq, sessionId) {
 }
 
 /**
- * One session, start to flush; its end goes to Python whatever happened.
- * @param {Context} ctx @param {Rpc} rpc @param {{ sessionId: string, cwd: string, task: string }} job
+ * One session, start to flush; its end goes to Python whatever happened. The process's working
+ * directory is the one Python names for it (`processCwd`), set before anything of it runs.
+ * @param {Context} ctx @param {Rpc} rpc @param {{ sessionId: string, cwd: string, task: string, processCwd: string }} job
  */
 async function runSession(ctx, rpc, job) {
   /** @type {WarmDone} */
   let done = { sessionId: job.sessionId, failure: '' }
   try {
+    if (job.processCwd !== '') process.chdir(job.processCwd)
     const selection = ctx.agentDefaultModel.currentSelection()
     const handle = await ctx.agents.create({
       sessionId: SessionId(job.sessionId),
@@ -85,6 +87,8 @@ async function runSession(ctx, rpc, job) {
 export function runWarmHost(ctx, rpc) {
   ctx.inject(['agents', 'agentDefaultModel', 'sessions'], async (wctx) => {
     const exit = wctx.get('appExit')
+    // The host's own folder: the process's cwd whenever no session runs (a run's folder may go away).
+    const home = process.cwd()
     await wctx.get('loader')?.await()
     /** the sessions still running, each gone from the set when it ends @type {Set<Promise<void>>} */
     const running = new Set()
@@ -93,8 +97,11 @@ export function runWarmHost(ctx, rpc) {
         const job = await rpc.request('warm/next', {})
         if (job.stop || job.sessionId === undefined) break
         // A dead sidecar fails warm/done too: the run API hears of it on its control socket.
-        const session = runSession(wctx, rpc, { sessionId: job.sessionId, cwd: job.cwd ?? '', task: job.task ?? '' })
-          .catch(() => {}).finally(() => running.delete(session))
+        const session = runSession(wctx, rpc, { sessionId: job.sessionId, cwd: job.cwd ?? '', task: job.task ?? '', processCwd: job.processCwd ?? '' })
+          .catch(() => {}).finally(() => {
+            running.delete(session)
+            if (running.size === 0) process.chdir(home)
+          })
         running.add(session)
       }
     } catch (error) {

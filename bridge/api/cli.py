@@ -200,6 +200,13 @@ def host_doctor(prefix: Path | None, dsh_home: Path | None) -> None:
         if not ok:
             problems.append("python")
             fixes.append("point the row at a python that has dsh-sidecar installed (the python line says how)")
+        if row.state == "uncomposed":
+            click.echo(f"row:     not composed: the profile does not compose: {row.problem}")
+            click.echo("boot:    not tried (the profile does not compose)")
+            problems.append("profile")
+            fixes.append("fix what the row line names (a plugin of the profile, not the sidecar)")
+            click.echo(f"fix: {'; '.join(fixes)} (broken: {', '.join(problems)})", err=True)
+            sys.exit(EXIT_FAILED)
         click.echo(f"row:     {row.state}" + {
             "enabled": "",
             "disabled": " (plain `dsh` runs do not load the sidecar; the run API and the pytest plugin enable it per "

@@ -21,7 +21,7 @@ import msgspec
 from dsh_sidecar.bridge.api.types import Row, StalePlugin
 from dsh_sidecar.bridge.host.discovery import HostNotFound
 from dsh_sidecar.bridge.host.install import PACKAGE, heal_module_fallback, stale_local_plugins
-from dsh_sidecar.bridge.host.staging import SHARED_SESSIONS_VAR, STAGING_DIR
+from dsh_sidecar.bridge.host.staging import HOMES_DIR, SHARED_SESSIONS_VAR, STAGING_DIR
 from dsh_sidecar.bridge.host.toolchain import HostEnv
 from dsh_sidecar.python_core.mock import Script, encode_script, validate_script
 from dsh_sidecar.python_core.subagent_cassette.host import ONE_SHOT_PATCH
@@ -167,7 +167,9 @@ def private_home(shared: Path, profile: str, private: Path, sessions: Path) -> P
     rc.8 rewrites ``profiles/<profile>/cordis.yml`` (truncate, then write) at every boot and reads
     it back; a second run booting at that moment reads an empty file and fails to load. A run
     whose profile folder is its own, with every other entry linked, never shares that file,
-    while plugins and patches stay the shared ones.
+    while plugins and patches stay the shared ones. What the run creates in the home is moved
+    into the shared one when it ends (``bridge.host.staging.settle_home``): make ``private`` on
+    the shared home's filesystem (``home_root``), so that is a rename.
     """
     if not (shared / "profiles" / profile / "node_modules" / PACKAGE).is_dir():
         raise HostNotFound(
@@ -178,7 +180,7 @@ def private_home(shared: Path, profile: str, private: Path, sessions: Path) -> P
     profile_dir.mkdir(parents=True)
     (shared / "sessions").mkdir(parents=True, exist_ok=True)
     for entry in shared.iterdir():
-        if entry.name not in ("profiles", "sessions", STAGING_DIR):
+        if entry.name not in ("profiles", "sessions", STAGING_DIR, HOMES_DIR):
             (home / entry.name).symlink_to(entry)
     (home / "sessions").symlink_to(sessions)
     for entry in (shared / "profiles").iterdir():

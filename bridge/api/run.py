@@ -24,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from dsh_sidecar.bridge.api.compose import compose, script_task
 from dsh_sidecar.bridge.api.functions import function_reference
 from dsh_sidecar.bridge.api.plan import CassettePlan, plan_cassette, publish, summarize
@@ -50,6 +52,7 @@ from dsh_sidecar.bridge.api.types import (
 )
 from dsh_sidecar.bridge.api.warm_pool import WarmPool, default_pool
 from dsh_sidecar.bridge.host.discovery import default_dsh_home, find_host
+from dsh_sidecar.bridge.host.stderr import broken_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv
 from dsh_sidecar.bridge.transport.report import read_report
 from dsh_sidecar.python_core.mock import Script
@@ -180,6 +183,17 @@ def run(
         shutil.rmtree(private, ignore_errors=True)
         for file in scratch:
             file.unlink(missing_ok=True)
+    broken = broken_plugin(outcome.stderr, profile)
+    if broken is not None:
+        # Nothing of the run ran: no cassette was recorded or replayed, so none is summarized,
+        # the private recording goes, and the one line naming the plugin is the run's account.
+        for plan in plans:
+            if plan.mode == "record":
+                publish(plan, complete=False)
+        code, message = broken.split(": ", 1)
+        result = build_result(host, text, None, outcome.exit_code or 1, outcome.stdout, f"dsh-sidecar: {broken}\n",
+                              outcome.timed_out, outcome.duration_ms, {})
+        return msgspec.structs.replace(result, errors=[Diagnostic(code, message)])
     counts = {c.kind: c for c in report.cassettes} if report is not None else {}
     summaries: dict[str, CassetteSummary] = {}
     # Complete: the sidecar shut down cleanly and the cassette itself reports a finished

@@ -19,8 +19,8 @@ from typing import Any, Protocol
 import msgspec
 
 from dsh_sidecar.bridge.api.compose import WARM_PATCH, Composition, patch_text, private_home
-from dsh_sidecar.bridge.api.warm_pool import WarmBoot, WarmPool
-from dsh_sidecar.bridge.host.staging import settle, staging_root
+from dsh_sidecar.bridge.api.warm_pool import SettleHome, WarmBoot, WarmPool
+from dsh_sidecar.bridge.host.staging import home_root, settle, settle_home, staging_root
 
 __all__ = ["ColdTransport", "Outcome", "Transport", "WarmTransport", "warm_suits"]
 
@@ -57,8 +57,10 @@ class ColdTransport:
         argv = [*composition.argv(), "--patch", str(patch), task]
         environ = dict(composition.environ)
         staging = staging_root(host.dsh_home, private.name)
+        root = home_root(host.dsh_home, private.name)
         try:
-            environ["DSH_HOME"] = str(private_home(host.dsh_home, composition.profile, private, staging))
+            home = private_home(host.dsh_home, composition.profile, root, staging)
+            environ["DSH_HOME"] = str(home)
             # rc.8 leaves an empty `dsh-spill-*` folder in the temporary folder at every run: this
             # run's own goes away with `private`.
             (private / "tmp").mkdir()
@@ -67,9 +69,12 @@ class ColdTransport:
             code, out, err, timed_out = _execute(argv, cwd, environ, timeout)
             duration_ms = int((time.monotonic() - started) * 1000)
         finally:
-            # The run's session logs join the shared folder, where its result and later runs find them.
+            # The run's session logs join the shared folder, where its result and later runs find them;
+            # what plugins made in its home joins the shared home, as with a plain `dsh`.
             settle(staging, host.dsh_home / "sessions")
+            settle_home(root / "home", host.dsh_home, composition.profile, keep_links=False)
             shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
         return Outcome(exit_code=code, stdout=out, stderr=err, timed_out=timed_out, duration_ms=duration_ms)
 
 
@@ -103,9 +108,22 @@ def warm_boot(composition: Composition) -> WarmBoot:
     def patch_for(socket_path: str) -> str:
         return patch_text({"warm": socket_path}, composition.rows, False, False, composition.skipped) + WARM_PATCH
 
-    def make_home(private: Path) -> tuple[Path, Path]:
+    def make_home(private: Path) -> tuple[Path, Path, SettleHome]:
         staging = staging_root(host.dsh_home, private.name)
-        return private_home(host.dsh_home, composition.profile, private, staging), staging
+        root = home_root(host.dsh_home, private.name)
+
+        def settle_state(ended: bool) -> None:
+            # After each run: state a plugin made is in the shared home, linked back for this host.
+            settle_home(root / "home", host.dsh_home, composition.profile, keep_links=not ended)
+            if ended:
+                shutil.rmtree(root, ignore_errors=True)
+
+        try:
+            return private_home(host.dsh_home, composition.profile, root, staging), staging, settle_state
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
     return WarmBoot(composition.argv(), patch_for, base, make_home, host.dsh_home / "sessions")
 

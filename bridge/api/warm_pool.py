@@ -29,13 +29,17 @@ from dsh_sidecar.bridge.host.staging import settle
 from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
 from dsh_sidecar.python_core.errors import SidecarError
 
-__all__ = ["HostBootFailed", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
+__all__ = ["HostBootFailed", "SettleHome", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
 
 # A boot takes about a second; a loaded 2-core machine has been seen at 6.
 _BOOT_TIMEOUT_S = 90.0
 _KILL_GRACE_S = 5.0
 # Environment that changes from one test to the next without changing the host.
 _VOLATILE_ENV = ("PYTEST_CURRENT_TEST",)
+
+
+# Settles a host's private DSH_HOME into the shared one; ``True``: the host ended, remove the home.
+SettleHome = Callable[[bool], None]
 
 
 class WarmOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,9 +70,11 @@ class _Host:
     """One warm DSH process and its control connection."""
 
     def __init__(self, key: str, private: Path, proc: subprocess.Popen[bytes], conn: socket.socket,
-                 stderr: Path, staging: Path, sessions: Path) -> None:
+                 stderr: Path, staging: Path, sessions: Path, settle_home: SettleHome) -> None:
         self.key = key
         self.private = private
+        # Moves what plugins made in the host's private DSH_HOME into the shared one (True: the last time).
+        self.settle_home = settle_home
         # The host's own sessions root and the shared one its session folders move to (session_staging.py).
         self.staging = staging
         self.sessions = sessions
@@ -82,7 +88,7 @@ class _Host:
 
     @classmethod
     def boot(cls, key: str, argv: list[str], cwd: Path, environ: dict[str, str], private: Path,
-             socket_path: Path, staging: Path, sessions: Path) -> _Host:
+             socket_path: Path, staging: Path, sessions: Path, settle_home: SettleHome) -> _Host:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             listener.bind(str(socket_path))
@@ -104,10 +110,11 @@ class _Host:
             conn, _ = listener.accept()
         finally:
             listener.close()
-        return cls(key, private, proc, conn, stderr, staging, sessions)
+        return cls(key, private, proc, conn, stderr, staging, sessions, settle_home)
 
     def run(self, request: WarmRun, timeout: float) -> WarmOutcome | WarmReply:
         """Send ``request``; its reply, or the outcome of a host that died or timed out meanwhile."""
+        self.settle_home(False)  # state other runs left in the shared home is this run's to see
         offset = self.send(request)
         if offset is None:
             return self._lost(0, timed_out=False)
@@ -148,6 +155,7 @@ class _Host:
             return WarmOutcome(exit_code=max(lost.exit_code, reply.exitCode), stdout=reply.stdout,
                                stderr=lost.stderr + reply.stderr)
         settle(self.staging, self.sessions)
+        self.settle_home(False)
         return msgspec.structs.replace(reply, stderr=self._stderr_since(offset) + reply.stderr)
 
     def _stderr_since(self, offset: int) -> str:
@@ -189,6 +197,7 @@ class _Host:
         finally:
             os.close(self._pidfd)
             settle(self.staging, self.sessions)
+            self.settle_home(True)
             shutil.rmtree(self.staging, ignore_errors=True)
             shutil.rmtree(self.private, ignore_errors=True)
 
@@ -295,11 +304,12 @@ class WarmPool:
 
 class WarmBoot:
     """How to start the host of one composition: its argv, the patch layer for a control socket,
-    its environment, the maker of its private DSH_HOME (and that home's own sessions root) and
-    the shared sessions root its session folders move to."""
+    its environment, the maker of its private DSH_HOME (that home, its own sessions root, and
+    what settles what plugins made in it into the shared home) and the shared sessions root its
+    session folders move to."""
 
     def __init__(self, argv: list[str], patch_for: Callable[[str], str], environ: dict[str, str],
-                 make_home: Callable[[Path], tuple[Path, Path]], sessions: Path) -> None:
+                 make_home: Callable[[Path], tuple[Path, Path, SettleHome]], sessions: Path) -> None:
         self.argv = argv
         self.patch_for = patch_for
         self.environ = environ
@@ -314,9 +324,10 @@ class WarmBoot:
         """Boot the host and wait for its sidecar to connect."""
         private = Path(tempfile.mkdtemp(prefix="dsh-warm-"))
         staging: Path | None = None
+        settle_home: SettleHome | None = None
         try:
             environ = dict(self.environ)
-            home, staging = self.make_home(private)
+            home, staging, settle_home = self.make_home(private)
             environ["DSH_HOME"] = str(home)
             (private / "tmp").mkdir()
             environ["TMPDIR"] = str(private / "tmp")
@@ -327,8 +338,11 @@ class WarmBoot:
             patch.write_text(self.patch_for(str(socket_path)))
             # The task positional stays: rc.8's headless-startup parses it; the runner row is off.
             argv = [*self.argv, "--patch", str(patch), "warm-host"]
-            return _Host.boot(key, argv, private / "cwd", environ, private, socket_path, staging, self.sessions)
+            return _Host.boot(key, argv, private / "cwd", environ, private, socket_path, staging, self.sessions,
+                              settle_home)
         except BaseException:
+            if settle_home is not None:
+                settle_home(True)
             if staging is not None:
                 shutil.rmtree(staging, ignore_errors=True)
             shutil.rmtree(private, ignore_errors=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dsh_sidecar.bridge.host.install import PACKAGE
-from dsh_sidecar.bridge.host.stderr import stderr_tail
+from dsh_sidecar.bridge.host.stderr import broken_plugin, stderr_tail
 
 __all__ = ["Boot", "Row", "boot_check", "boot_outcome", "parse_row", "python_check", "read_row"]
 
@@ -31,8 +31,10 @@ _FILE_SECTIONS = ("toolCassette", "subagentCassette", "modelCassette")
 class Row:
     """The ``sidecar`` row of the composed profile: ``missing``, ``disabled`` or ``enabled``."""
 
-    state: Literal["missing", "disabled", "enabled", "unknown"]
+    state: Literal["missing", "disabled", "enabled", "unknown", "uncomposed"]
     config: dict[str, Any] | None
+    # ``uncomposed``: why ``dsh --dump-config`` failed (a named ``PLUGIN_BROKEN`` line when it is one).
+    problem: str = ""
 
     def replay_files(self) -> list[str]:
         """Relative replay cassette paths of the row (resolved against each run's cwd)."""
@@ -49,6 +51,10 @@ def read_row(dsh: Path, profile: str, environ: dict[str, str], cwd: Path) -> Row
     """The ``sidecar`` row of ``profile`` as ``dsh --dump-config`` composes it in ``cwd``."""
     proc = subprocess.run([str(dsh), "--profile", profile, "--dump-config"], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        named = broken_plugin(proc.stderr, profile)
+        useful = stderr_tail(proc.stderr, known=[])
+        return Row("uncomposed", None, named or (useful or [f"--dump-config exited {proc.returncode}"])[-1])
     return parse_row(proc.stdout)
 
 

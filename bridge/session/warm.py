@@ -6,6 +6,12 @@ reads becomes a ``SessionState`` opened from that run's own config and cwd, and 
 the shim runner's pending ``warm/next``; ``warm/done`` closes the session (publish or refuse,
 its report) and sends the run's ``WarmReply``. The shim only relays: it creates the session,
 sends the task, waits for idle and flushes the log, as rc.8's headless runner does.
+
+A session runs with the process's working directory set to its own folder (``processCwd``), as a
+cold process has it: third-party tools read and write relative to ``process.cwd()`` (issue 29).
+The process has one working directory, so a run whose folder differs from an open session's
+waits until that session closes; runs in the same folder may overlap. The run API's pool sends
+one run at a time, so its runs never wait.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ class WarmHost:
         self._send = anyio.Lock()
         self._decoder = msgspec.json.Decoder(WarmRun)
         self._closed = False
+        # Set (and replaced) whenever a session closes: a run waiting for the process cwd looks again.
+        self._session_closed = anyio.Event()
 
     @classmethod
     async def connect(cls, path: str, host: dict[str, str | None]) -> WarmHost:
@@ -131,16 +139,20 @@ class WarmHost:
             later = state.tools_registry(self._registry)
             if isinstance(later, Later):
                 await later.writer.written(later.ticket)
+        while any(o.run.cwd != run.cwd for o in self._open.values()):
+            await self._session_closed.wait()
         session_id = f"session-{uuid.uuid4()}"
         state.note_session(session_id)
         self._open[session_id] = _Open(run, state, lines)
-        return WarmJob(sessionId=session_id, cwd=run.cwd, task=run.task)
+        return WarmJob(sessionId=session_id, cwd=run.cwd, task=run.task, processCwd=run.cwd)
 
     async def done(self, params: WarmDoneParams) -> Empty:
         """Close the session whose turn ended, and answer its run."""
         found = self._open.pop(params.sessionId, None)
         if found is None:
             raise WarmSessionUnknown("warm/done", params.sessionId)
+        self._session_closed.set()
+        self._session_closed = anyio.Event()
         await self._reply(await _finish(found, params))
         return Empty()
 

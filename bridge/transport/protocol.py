@@ -512,11 +512,13 @@ class WarmNextParams(_Closed):
 
 class WarmJob(_Closed):
     """One session for the warm host to run: create it with ``sessionId`` and ``cwd``, send
-    ``task`` as its user message; ``stop``: no more sessions, exit the process."""
+    ``task`` as its user message; ``processCwd``: the process's working directory while it runs
+    (empty: leave it); ``stop``: no more sessions, exit the process."""
 
     sessionId: str = ""
     cwd: str = ""
     task: str = ""
+    processCwd: str = ""
     stop: bool = False
 
 

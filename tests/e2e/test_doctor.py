@@ -169,3 +169,17 @@ def test_install_from_a_subfolder_uses_the_projects_host_and_ends_with_the_path_
         'to put dsh on PATH in this shell: eval "$(dsh-sidecar shellenv)"',
     ]
     assert not (subfolder / ".host").exists()
+
+
+def test_doctor_reports_a_profile_that_does_not_compose_by_the_plugin_that_breaks_it(tmp_path: Path) -> None:
+    from third_party import broken_bundle_home
+
+    proc = _doctor(broken_bundle_home(tmp_path))
+    assert proc.returncode == 1, proc.stdout
+    lines = _lines(proc)
+    assert lines["row"].startswith(
+        "not composed: the profile does not compose: PLUGIN_BROKEN: plugin dsh-broken-bundle")
+    assert "has no cordis.patch.yml" in lines["row"] and "missing" not in lines["row"]
+    assert lines["boot"] == "not tried (the profile does not compose)"
+    assert "reinstall" not in proc.stderr and "re-run `dsh-sidecar install" not in proc.stderr
+    assert proc.stderr.rstrip().endswith("(broken: profile)")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
 from dshrun import stable
+from third_party import CWD_TOOLS, plugin_row
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.api.compose import Composition, unused_rows
@@ -208,52 +209,87 @@ def test_a_timeout_ends_the_host_and_the_next_run_gets_a_fresh_one(pool: WarmPoo
     assert pool.boots == 2
 
 
-def test_two_concurrent_sessions_of_one_host_replay_their_own_cassettes(tmp_path: Path) -> None:
-    # Two recordings of different calls, then both replayed at once in one host (each script waits
-    # after its call, so the sessions overlap): each consumes exactly its own cassette.
-    folders = [tmp_path / "a", tmp_path / "b"]
-    for folder, text in zip(folders, ("alpha", "beta"), strict=True):
-        folder.mkdir()
-        steps = [{"tool": "echo", "args": {"text": text}}, {"wait": 400}, {"tool": "echo", "args": {"text": "end"}}]
-        (folder / "s.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": steps}))
-        recorded = run(script="s.json", cwd=folder, rows=[ECHO], record_mode="once",
-                       tool_cassette=ToolCassette(file="tools.ndjson", include=["echo"]))
-        assert recorded.ok, recorded.explain()
+def _warm_host(tmp_path: Path, rows: list[Row]) -> Any:
     host = find_host(tmp_path)
-    boot = warm_boot(Composition(host=host, profile="headless", rows=[ECHO], extras=[], sidecar={},
-                                 skipped=unused_rows(host, "headless", [ECHO], []),
+    boot = warm_boot(Composition(host=host, profile="headless", rows=rows, extras=[], sidecar={},
+                                 skipped=unused_rows(host, "headless", rows, []),
                                  environ=host.environ(dict(os.environ))))
-    warm = boot.start(boot.key([]))
+    return host, boot.start(boot.key([]))
+
+
+def _turn_span(host: Any, folder: Path, session_id: str) -> tuple[int, int]:
+    [log] = [p for p in session_log_candidates(str(host.dsh_home / "sessions"), str(folder), session_id)
+             if os.path.exists(p)]
+    events = read_session_log(log)
+    return (next(e["time"] for e in events if e["type"] == "turn/start"),
+            next(e["time"] for e in events if e["type"] == "turn/end"))
+
+
+def test_two_concurrent_sessions_of_one_host_replay_their_own_cassettes(tmp_path: Path) -> None:
+    # Two recordings of different calls in one folder, then both replayed at once in one host (each
+    # script waits after its call, so the sessions overlap): each consumes exactly its own cassette.
+    folder = tmp_path
+    for name, text in (("a", "alpha"), ("b", "beta")):
+        steps = [{"tool": "echo", "args": {"text": text}}, {"wait": 400}, {"tool": "echo", "args": {"text": "end"}}]
+        (folder / f"{name}.json").write_text(json.dumps({"type": "dsh-mock-script", "version": 1, "steps": steps}))
+        recorded = run(script=f"{name}.json", cwd=folder, rows=[ECHO], record_mode="once",
+                       tool_cassette=ToolCassette(file=f"{name}.ndjson", include=["echo"]))
+        assert recorded.ok, recorded.explain()
+    host, warm = _warm_host(tmp_path, [ECHO])
     try:
         sent = []
-        for i, folder in enumerate(folders):
-            config = {"toolCassette": {"mode": "replay", "file": str(folder / "tools.ndjson"), "include": ["echo"]},
-                      "liveTools": [], "report": str(folder / "report.json")}
-            offset = warm.send(WarmRun(id=i, cwd=str(folder), task='/mock replay "s.json"', config=config))
+        for i, name in enumerate("ab"):
+            config = {"toolCassette": {"mode": "replay", "file": str(folder / f"{name}.ndjson"), "include": ["echo"]},
+                      "liveTools": [], "report": str(folder / f"report-{name}.json")}
+            offset = warm.send(WarmRun(id=i, cwd=str(folder), task=f'/mock replay "{name}.json"', config=config))
             assert offset is not None
             sent.append(offset)
         # Read in the opposite order: a reply read first for the other run is kept for it.
         replies = {i: warm.receive(i, sent[i], 60) for i in (1, 0)}
     finally:
         warm.close()
-    for i, folder in enumerate(folders):
+    for i, name in enumerate("ab"):
         reply = replies[i]
         assert isinstance(reply, WarmReply) and reply.exitCode == 0, reply
-        report = json.loads((folder / "report.json").read_text())
+        report = json.loads((folder / f"report-{name}.json").read_text())
         [tool] = [c for c in report["cassettes"] if c["kind"] == "tool"]
         assert (tool["consumed"], tool["unconsumed"], tool["poisoned"]) == (2, 0, False), report
         assert report["sessions"] == [reply.sessionId]
     assert isinstance(replies[0], WarmReply) and isinstance(replies[1], WarmReply)
     assert replies[0].sessionId != replies[1].sessionId
     # They did overlap: the second turn started before the first ended.
-    spans = []
-    for folder, reply in zip(folders, (replies[0], replies[1]), strict=True):
-        [log] = [p for p in session_log_candidates(str(host.dsh_home / "sessions"), str(folder), reply.sessionId)
-                 if os.path.exists(p)]
-        events = read_session_log(log)
-        spans.append((next(e["time"] for e in events if e["type"] == "turn/start"),
-                      next(e["time"] for e in events if e["type"] == "turn/end")))
+    spans = [_turn_span(host, folder, reply.sessionId) for reply in (replies[0], replies[1])]
     assert spans[1][0] < spans[0][1] and spans[0][0] < spans[1][1], spans
+
+
+def test_runs_sent_at_once_in_two_folders_take_turns_each_with_its_folder_as_process_cwd(tmp_path: Path) -> None:
+    # The process has one cwd: a session in another folder than an open one waits for it to close.
+    row = plugin_row(tmp_path / "plugins", "cwd-tools", CWD_TOOLS)
+    folders = [tmp_path / "a", tmp_path / "b"]
+    script = {"type": "dsh-mock-script", "version": 1, "steps": [
+        {"tool": "cat_input", "args": {}}, {"wait": 300}, {"tool": "cat_input", "args": {}}]}
+    for folder in folders:
+        folder.mkdir()
+        (folder / "input.txt").write_text(f"input of {folder.name}")
+        (folder / "s.json").write_text(json.dumps(script))
+    host, warm = _warm_host(tmp_path, [row])
+    try:
+        sent = []
+        for i, folder in enumerate(folders):
+            config = {"toolCassette": {"mode": "record", "file": str(folder / "t.ndjson"), "include": ["cat_input"]}}
+            offset = warm.send(WarmRun(id=i, cwd=str(folder), task='/mock replay "s.json"', config=config))
+            assert offset is not None
+            sent.append(offset)
+        replies = {i: warm.receive(i, sent[i], 60) for i in (0, 1)}
+    finally:
+        warm.close()
+    for i, folder in enumerate(folders):
+        reply = replies[i]
+        assert isinstance(reply, WarmReply) and reply.exitCode == 0, reply
+        assert f"input of {folder.name}" in (folder / "t.ndjson").read_text()
+    assert isinstance(replies[0], WarmReply) and isinstance(replies[1], WarmReply)
+    first, second = (_turn_span(host, f, r.sessionId) for f, r in zip(folders, (replies[0], replies[1]), strict=True))
+    assert first[1] <= second[0], (first, second)
 
 
 def test_a_stub_module_of_the_same_name_in_two_folders_serves_each_its_own_session(

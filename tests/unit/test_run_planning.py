@@ -21,6 +21,7 @@ from dsh_sidecar.bridge.api.run import (
     ToolResult,
     find_host,
 )
+from dsh_sidecar.bridge.host.staging import settle_home
 from dsh_sidecar.bridge.host.toolchain import host_env
 from dsh_sidecar.bridge.transport.report import (
     CallPath,
@@ -299,3 +300,30 @@ def test_the_warm_pool_is_a_context_manager_and_its_boot_failure_is_a_named_side
         assert pool.pids() == []
     pool.close()  # idempotent after the block
     assert issubclass(HostBootFailed, SidecarError) and HostBootFailed.code == "WARM_HOST_BOOT_FAILED"
+
+
+def test_settling_a_private_home_moves_what_the_run_made_and_keeps_its_own_cordis_yml(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    (shared / "profiles" / "headless" / "node_modules" / "dsh-sidecar-shim").mkdir(parents=True)
+    (shared / "profiles" / "headless" / "cordis.yml").write_text("shared")
+    (shared / "storages" / "old").mkdir(parents=True)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    home = private_home(shared, "headless", tmp_path / "private", staging)
+    (home / "profiles" / "headless" / "cordis.yml").write_text("the run's own")
+    (home / "vault").mkdir()
+    (home / "vault" / "entries.json").write_text("[1]")
+    (home / "profiles" / "headless" / "plugin.db").write_text("db")
+    (home / "storages" / "new.json").write_text("{}")  # through a link: already shared
+    (shared / "vault").mkdir()  # another run settled its own vault meanwhile
+    (shared / "vault" / "theirs.json").write_text("[2]")
+    (shared / "made-by-another").write_text("x")
+    moved = settle_home(home, shared, "headless", keep_links=True)
+    assert sorted(moved) == ["profiles/headless/plugin.db", "vault"]
+    assert sorted(os.listdir(shared / "vault")) == ["entries.json", "theirs.json"]
+    assert (shared / "profiles" / "headless" / "cordis.yml").read_text() == "shared"
+    assert (shared / "storages" / "new.json").exists()
+    # A warm host keeps finding its state, and sees what others settled.
+    assert (home / "vault").is_symlink() and (home / "vault" / "entries.json").read_text() == "[1]"
+    assert (home / "made-by-another").is_symlink()
+    assert settle_home(home, shared, "headless", keep_links=False) == []
