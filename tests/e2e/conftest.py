@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from dshrun import DSH, DSH_HOME, Dsh
+from test_readme import Session
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -48,3 +49,12 @@ def make_dsh(tmp_path: Path) -> Callable[..., Dsh]:
 def raw_dsh(make_dsh: Callable[..., Dsh]) -> Dsh:
     """A default raw runner: sidecar row (trace on) and example tools enabled."""
     return make_dsh()
+
+
+@pytest.fixture(scope="module")
+def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The shell session a docs page's examples run in (``test_readme.py`` and the ``*_doc.py``
+    modules): the module's ``RUN`` blocks, in order, once, in a fresh project folder."""
+    work = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2].removeprefix("test_")) / "project"
+    work.mkdir()
+    return Session(work, request.module.RUN)

@@ -228,14 +228,6 @@ def test_shown_lines_match_whole_lines_in_order_with_ellipsis_wildcards() -> Non
     assert not shown_lines_appear("last\n", output)
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    root = tmp_path_factory.mktemp("readme")
-    work = root / "project"
-    work.mkdir()
-    return Session(work)
-
-
 @pytest.mark.parametrize("block", RUN, ids=[f"line{b.line}-{b.kind}" + (f"-{b.arg}" if b.kind == "output" else "")
                                              for b in RUN])
 def test_readme_block(session: Session, block: Block) -> None:
