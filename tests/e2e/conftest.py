@@ -10,7 +10,6 @@ sidecar row the API would never write (an unknown key, the engine's own record m
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,12 +17,6 @@ from typing import Any
 import pytest
 from dshrun import DSH, DSH_HOME, Dsh
 from test_readme import Session
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/e2e" in str(item.fspath).replace(os.sep, "/"):
-            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.fixture(scope="session", autouse=True)

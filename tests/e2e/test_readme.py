@@ -37,6 +37,8 @@ from pathlib import Path
 import pytest
 from dshrun import ROOT
 
+pytestmark = pytest.mark.slow  # every README block, in order, in one shell session
+
 README = ROOT / "README.md"
 VENV_BIN = ROOT / ".venv" / "bin"
 CHECKED_LANGS = {"sh", "bash", "shell", "console", "python", "yaml", ""}

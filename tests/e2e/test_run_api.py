@@ -86,6 +86,7 @@ def test_record_mode_none_refuses_a_missing_cassette_before_dsh_starts(tmp_path:
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_record_mode_all_replaces_the_cassette_only_with_a_complete_recording(tmp_path: Path) -> None:
     cassette = ToolCassette(file="echo.ndjson", include=["echo"])
     first = run('/mock run echo({"text": "old"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette,
