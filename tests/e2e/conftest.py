@@ -10,19 +10,13 @@ sidecar row the API would never write (an unknown key, the engine's own record m
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dshrun import DSH, DSH_HOME, Dsh
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/e2e" in str(item.fspath).replace(os.sep, "/"):
-            item.add_marker(pytest.mark.e2e)
+from test_readme import Session
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -48,3 +42,12 @@ def make_dsh(tmp_path: Path) -> Callable[..., Dsh]:
 def raw_dsh(make_dsh: Callable[..., Dsh]) -> Dsh:
     """A default raw runner: sidecar row (trace on) and example tools enabled."""
     return make_dsh()
+
+
+@pytest.fixture(scope="module")
+def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Session:
+    """The shell session a docs page's examples run in (``test_readme.py`` and the ``*_doc.py``
+    modules): the module's ``RUN`` blocks, in order, once, in a fresh project folder."""
+    work = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2].removeprefix("test_")) / "project"
+    work.mkdir()
+    return Session(work, request.module.RUN)

@@ -67,6 +67,13 @@ def trace_actions(trace: Path) -> list[tuple[str, str]]:
     return [(line["tool"], line["action"]) for line in lines[start:] if line["method"] == "tools/execute"]
 
 
+def tool_bodies(cwd: Path) -> list[str]:
+    """Tool names whose real bodies ran in ``cwd``: the example tools append one line per body, every
+    run, to ``cwd/tool-bodies.log``."""
+    log = cwd / "tool-bodies.log"
+    return log.read_text().split() if log.exists() else []
+
+
 def read_session(path: Path) -> list[dict[str, Any]]:
     """Decode a DSH session log (``.jsonl`` or concatenated zstd frames)."""
     return read_session_log(path)
@@ -105,8 +112,7 @@ class Run:
 
     def bodies(self) -> list[str]:
         """Tool names whose real bodies ran (one line per run body)."""
-        log = self.cwd / "tool-bodies.log"
-        return log.read_text().split() if log.exists() else []
+        return tool_bodies(self.cwd)
 
 
 @dataclass

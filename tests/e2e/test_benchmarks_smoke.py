@@ -11,7 +11,10 @@ import os
 import re
 import subprocess
 
+import pytest
 from dshrun import ROOT
+
+pytestmark = pytest.mark.slow  # every benchmark script, one after another
 
 # One pattern per benchmark for a line only its last section prints: a new benchmark script
 # must add its own here, or the test fails (a smoke run nobody checks is how bench_subagent rotted).

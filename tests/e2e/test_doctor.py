@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 from dshrun import DSH_HOME, ROOT
 
 CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
@@ -157,6 +158,7 @@ def test_shellenv_finds_the_nearest_host_upwards_like_git(tmp_path: Path) -> Non
     assert nothing.stderr.splitlines()[-1].startswith("dsh-sidecar: HOST_NOT_FOUND: no dsh under that prefix")
 
 
+@pytest.mark.writes_dsh_home  # installs the shim into the project's host, which every other e2e test uses
 def test_install_from_a_subfolder_uses_the_projects_host_and_ends_with_the_path_hint() -> None:
     subfolder = ROOT / "tests" / "e2e"
     proc = subprocess.run([CLI, "install", "--profile", "headless"], cwd=subfolder, env=_user_env(),

@@ -100,6 +100,7 @@ def test_a_local_plugin_whose_source_changed_is_reported_stale(tmp_path: Path) -
     assert [w for w in seen if issubclass(w.category, StalePlugin)] == []
 
 
+@pytest.mark.slow
 def test_pytest_dsh_setup_from_nothing_gives_a_host_whose_first_turn_boots(tmp_path: Path) -> None:
     # An empty host prefix, an empty pnpm store, an empty corepack cache, no DSH_HOME: --dsh-setup
     # installs pnpm, DSH rc.8 with the hmr fix and the plugin, and the first test's turn boots;

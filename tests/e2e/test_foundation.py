@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT, Dsh, wait_for
+from dshrun import ROOT, Dsh, tool_bodies, wait_for
 
 from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.api.run import ToolCassette, run
@@ -30,17 +30,11 @@ def _trace(cwd: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (cwd / TRACE).read_text().splitlines() if line]
 
 
-def _bodies(cwd: Path) -> list[str]:
-    """Tool names whose real bodies ran in ``cwd`` (one line per body)."""
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
-
-
 def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: DshRunner) -> None:
     result = dsh.run('/mock run echo({"text": "hi"})', trace=TRACE)
 
     assert result.stdout.strip() == "mock run complete: 1 step, 1 tool call"
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert [(c.tool, c.arguments) for c in result.tool_calls] == [("echo", {"text": "hi"})]
     assert [(r.is_error, r.output) for r in result.tool_results] == [(False, "echo:hi")]
     call_id = result.tool_calls[0].call_id
@@ -62,7 +56,7 @@ def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: DshRunner
     assert len(messages) == 1
     blocks = [b for b in messages[0]["data"]["message"]["content"] if b["type"] == "tool-call"]
     assert [json.loads(b["arguments"])["text"] for b in blocks] == ["a", "b"]
-    assert sorted(_bodies(dsh.cwd)) == ["echo", "echo"]
+    assert sorted(tool_bodies(dsh.cwd)) == ["echo", "echo"]
     assert [c.path for c in result.tool_calls] == ["root/0", "root/1"]
 
 
@@ -81,7 +75,7 @@ def test_invalid_mock_command_fails_the_run_without_a_tool_call(dsh: DshRunner) 
 
     assert result.exit_code == 3
     assert "INVALID_COMMAND" in result.stderr
-    assert _bodies(dsh.cwd) == []
+    assert tool_bodies(dsh.cwd) == []
     assert result.tool_calls == []
 
 
@@ -94,7 +88,7 @@ def test_config_error_in_the_row_fails_the_boot_naming_the_field(dsh: DshRunner)
 
     assert result.exit_code == 1
     assert "INVALID_CONFIG: toolCassette.include" in result.stderr
-    assert _bodies(dsh.cwd) == []
+    assert tool_bodies(dsh.cwd) == []
     assert (dsh.cwd / "x.ndjson").read_bytes() == b""
 
 
@@ -132,7 +126,7 @@ def test_a_second_run_in_the_same_profile_still_works(dsh: DshRunner) -> None:
 
     assert (first.exit_code, second.exit_code) == (0, 0)
     assert (first.result("echo").output, second.result("echo").output) == ("echo:one", "echo:two")
-    assert _bodies(dsh.cwd) == ["echo", "echo"]
+    assert tool_bodies(dsh.cwd) == ["echo", "echo"]
     sessions = sorted(os.listdir(dsh.host.dsh_home / "sessions" / project_key(str(dsh.cwd))))
     assert len(sessions) == 2 and first.session_id != second.session_id
 

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from dshrun import ROOT, Dsh, wait_for
 
+pytestmark = pytest.mark.slow  # 20 signalled recordings
+
 MakeDsh = Callable[..., Dsh]
 CASSETTE = "c.ndjson"
 PARTIAL = CASSETTE + ".partial"

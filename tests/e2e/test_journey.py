@@ -24,6 +24,8 @@ from weather_service import weather_service
 
 from dsh_sidecar import __version__
 
+pytestmark = pytest.mark.slow  # builds the sdist and wheel, installs into a fresh venv
+
 PLUGIN_JS = """\
 // @ts-check
 import z from '@deepseek-ai/schemastery'

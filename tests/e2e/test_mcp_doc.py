@@ -16,13 +16,6 @@ def test_every_block_of_the_page_is_run() -> None:
     assert [b.line for b in BLOCKS if b not in RUN] == []
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    work = tmp_path_factory.mktemp("mcp-doc") / "project"
-    work.mkdir()
-    return Session(work, RUN)
-
-
 @pytest.mark.parametrize("block", RUN, ids=[f"line{b.line}-{b.kind}" for b in RUN])
 def test_doc_block(session: Session, block: Block) -> None:
     ran = session.result(block)

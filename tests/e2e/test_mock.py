@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT, Dsh, Run, wait_for
+from dshrun import ROOT, Dsh, Run, tool_bodies, wait_for
 
 from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.api.run import RunResult
@@ -77,12 +77,6 @@ def _latency_ms(events: list[dict[str, Any]], step: int) -> int:
     return chunk - start
 
 
-def _bodies(cwd: Path) -> list[str]:
-    """Tool names whose real bodies ran in ``cwd`` (one line per body)."""
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
-
-
 def _session_dirs(dsh: DshRunner, cwd: Path) -> list[str]:
     """Every session folder DSH made for ``cwd`` (root and child sessions): one path, one listing."""
     folder = dsh.host.dsh_home / "sessions" / project_key(str(cwd))
@@ -108,7 +102,7 @@ def test_single_call_is_one_assistant_message_and_one_real_result(dsh: DshRunner
     assert _tool_messages(result.events) == [[("echo", {"text": "single", "tags": ["x", "y"]})]]
     assert _calls(result) == [("echo", {"text": "single", "tags": ["x", "y"]})]
     assert _results(result) == [(False, "echo:single")]
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     headers = [e["data"]["header"]["config"]["provider"] for e in result.events if e["type"] == "request/header"]
     assert headers == ["mock"]
     status = result.mock[-1]
@@ -124,7 +118,7 @@ def test_parallel_group_issues_every_member_in_one_message_in_array_order(dsh: D
     ]]
     assert [c.path for c in result.tool_calls] == ["root/0", "root/1", "root/2"]
     assert sorted(_results(result)) == [(False, "echo:a"), (False, "echo:z"), (False, "slept:m")]
-    assert sorted(_bodies(dsh.cwd)) == ["echo", "echo", "sleepy"]
+    assert sorted(tool_bodies(dsh.cwd)) == ["echo", "echo", "sleepy"]
     assert result.mock[-1].step_count == 1
 
 
@@ -180,7 +174,7 @@ def test_a_real_runtime_error_stops_every_later_step(dsh: DshRunner, code: str, 
 
     assert result.exit_code == 1
     assert code in result.stderr
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert [name for [(name, _)] in _tool_messages(result.events)] == ["echo", bad_step["tool"]]
     assert [c.tool for c in result.tool_calls] == ["echo", bad_step["tool"]]
     failed = result.tool_results[-1]
@@ -237,7 +231,7 @@ def test_a_user_cancel_during_a_wait_ends_the_turn_with_a_cancelled_status(dsh: 
     result = dsh.run(script="cancelled.json", check=False)
 
     assert result.exit_code == 1
-    assert _bodies(dsh.cwd) == ["cancel_later"]
+    assert tool_bodies(dsh.cwd) == ["cancel_later"]
     assert [e["data"]["reason"]["kind"] for e in result.events if e["type"] == "turn/end"] == ["aborted"]
     assert (result.mock[-1].state, result.mock[-1].steps_completed) == ("cancelled", 1)
     assert result.duration_ms < 25000
@@ -287,7 +281,7 @@ def test_a_converted_session_log_replays_the_same_tool_calls(dsh: DshRunner, tmp
 def test_the_mock_slash_command_queues_a_mock_turn(dsh: DshRunner) -> None:
     result = dsh.run('/mock run run_command({"line": "/mock run echo({\\"text\\": \\"via command\\"})"})')
 
-    assert _bodies(dsh.cwd) == ["run_command", "echo"]
+    assert tool_bodies(dsh.cwd) == ["run_command", "echo"]
     assert _tool_messages(result.events) == [
         [("run_command", {"line": '/mock run echo({"text": "via command"})'})],
         [("echo", {"text": "via command"})],
@@ -303,7 +297,7 @@ def test_an_ordinary_turn_after_a_mock_turn_uses_the_real_route_again(dsh: DshRu
     assert result.exit_code == 1
     assert "MISSING_CREDENTIAL" in result.stderr
     assert result.stdout.strip() == "mock run complete: 1 step, 1 tool call"
-    assert _bodies(dsh.cwd) == ["queue_followup"]
+    assert tool_bodies(dsh.cwd) == ["queue_followup"]
     turns = [e["data"]["turn"] for e in result.events if e["type"] == "turn/start"]
     assert turns == [1, 2]
     headers = [
@@ -340,7 +334,7 @@ def test_two_sessions_replay_different_scripts_concurrently_without_crosstalk(
         [("sleepy", {"label": "b4", "ms": 50})],
     ]
     assert _results(run_a) == [(False, "slept:a1"), (False, "echo:a2")]
-    assert (_bodies(first), sorted(_bodies(second))) == (["sleepy", "echo"], ["echo", "echo", "echo", "sleepy"])
+    assert (tool_bodies(first), sorted(tool_bodies(second))) == (["sleepy", "echo"], ["echo", "echo", "echo", "sleepy"])
     for result, cwd in ((run_a, first), (run_b, second)):
         assert result.session_id is not None and result.events[0]["id"] == result.session_id
         assert {s.session_id for s in result.mock} == {result.session_id}
@@ -358,7 +352,7 @@ def test_a_replay_path_with_a_parent_segment_is_refused_naming_the_rule_not_the_
     assert "PATH_REFUSED" in result.stderr
     assert "parent-segment" in result.stderr
     assert "private-dir" not in result.stderr + result.stdout
-    assert _bodies(dsh.cwd) == []
+    assert tool_bodies(dsh.cwd) == []
     assert _tool_messages(result.events) == []
     assert result.tool_calls == []
     assert _changed(before, dsh.cwd) == set()

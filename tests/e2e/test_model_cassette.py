@@ -113,6 +113,7 @@ def test_no_credential_and_no_absolute_path_reaches_the_cassette(
     assert str(folder).encode() not in data and b"<cwd>" in data  # full view, cwd normalized
 
 
+@pytest.mark.slow
 def test_a_filtered_secret_in_the_prompt_never_reaches_the_view_and_the_replay_still_matches(tmp_path: Path) -> None:
     prompt_canary = "pw-canary-51c0ffee"
     task = f"What is the weather in Paris? My password is {prompt_canary}."
@@ -494,6 +495,7 @@ def _log_without_delays(result: RunResult) -> list[bytes]:
     return out
 
 
+@pytest.mark.slow
 def test_failures_and_retries_replay_as_recorded_and_no_endpoint_is_kept(
     tmp_path: Path,
 ) -> None:
@@ -541,6 +543,7 @@ STOP_SCRIPT: dict[str, Any] = {
 }
 
 
+@pytest.mark.slow
 def test_a_failed_turn_is_published_and_replays_the_same_failure(tmp_path: Path) -> None:
     cassette = ModelCassette(file="model.ndjson")
     with deepseek_server(tmp_path, STOP_SCRIPT) as provider:

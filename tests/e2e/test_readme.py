@@ -37,6 +37,8 @@ from pathlib import Path
 import pytest
 from dshrun import ROOT
 
+pytestmark = pytest.mark.slow  # every README block, in order, in one shell session
+
 README = ROOT / "README.md"
 VENV_BIN = ROOT / ".venv" / "bin"
 CHECKED_LANGS = {"sh", "bash", "shell", "console", "python", "yaml", ""}
@@ -226,14 +228,6 @@ def test_shown_lines_match_whole_lines_in_order_with_ellipsis_wildcards() -> Non
     assert shown_lines_appear("head\n…\nlast line\n", output)
     assert not shown_lines_appear("last line\nhead\n", output)
     assert not shown_lines_appear("last\n", output)
-
-
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Session:
-    root = tmp_path_factory.mktemp("readme")
-    work = root / "project"
-    work.mkdir()
-    return Session(work)
 
 
 @pytest.mark.parametrize("block", RUN, ids=[f"line{b.line}-{b.kind}" + (f"-{b.arg}" if b.kind == "output" else "")

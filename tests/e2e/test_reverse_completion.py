@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from dshrun import Dsh
 
 MakeDsh = Callable[..., Dsh]
@@ -28,6 +29,7 @@ def _row(mode: str) -> dict[str, Any]:
     return {"toolCassette": {"mode": mode, "file": "c.ndjson", "include": ["sleepy"]}}
 
 
+@pytest.mark.slow
 def test_a_child_call_completing_before_the_parents_earlier_call_pairs_by_handle(make_dsh: MakeDsh) -> None:
     recorder = make_dsh(sidecar=_row("record"))
     (recorder.cwd / "kid.prompt").write_text('/mock run sleepy({"label": "child", "ms": 10})')

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import msgspec
 import pytest
-from dshrun import DSH_HOME, ROOT
+from dshrun import DSH_HOME, ROOT, tool_bodies
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.api.run import (
@@ -41,11 +41,6 @@ def _tools(url: str = "http://127.0.0.1:9") -> list[Row]:
     return [Row("example-tools", "dsh-example-tools", {"weatherUrl": url})]
 
 
-def _bodies(cwd: Path) -> list[str]:
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
-
-
 def test_once_records_a_missing_cassette_then_replays_it_with_the_service_stopped(tmp_path: Path) -> None:
     cassette = ToolCassette(file="weather.ndjson", include=["weather_lookup"])
     with weather_service(tmp_path) as service:
@@ -58,7 +53,7 @@ def test_once_records_a_missing_cassette_then_replays_it_with_the_service_stoppe
     replay = run(WEATHER, cwd=tmp_path, rows=_tools(service.url), tool_cassette=cassette, record_mode="once")
     assert replay.ok, replay.explain()
     assert service.requests == 1
-    assert _bodies(tmp_path) == ["weather_lookup"]
+    assert tool_bodies(tmp_path) == ["weather_lookup"]
     assert replay.tool_cassette is not None
     assert (replay.tool_cassette.mode, replay.tool_cassette.consumed, replay.tool_cassette.unconsumed) == (
         "replay", 1, 0,
@@ -91,6 +86,7 @@ def test_record_mode_none_refuses_a_missing_cassette_before_dsh_starts(tmp_path:
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_record_mode_all_replaces_the_cassette_only_with_a_complete_recording(tmp_path: Path) -> None:
     cassette = ToolCassette(file="echo.ndjson", include=["echo"])
     first = run('/mock run echo({"text": "old"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette,
@@ -124,7 +120,7 @@ def test_a_turn_that_fails_on_purpose_is_still_a_complete_recording(tmp_path: Pa
     assert replay.exit_code == 1 and replay.errors == []
     assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
     assert replay.result("broken").error_code == record.result("broken").error_code
-    assert _bodies(tmp_path) == ["broken"]
+    assert tool_bodies(tmp_path) == ["broken"]
 
 
 def test_a_replay_mismatch_explains_which_call_differed_and_how_to_re_record(tmp_path: Path) -> None:
@@ -166,7 +162,7 @@ def test_a_timeout_ends_only_the_runs_own_process_group(tmp_path: Path) -> None:
         assert bystander.poll() is None
         trace_pgids = {p for p in _pgids_running(str(tmp_path))}
         assert trace_pgids == set()
-        assert _bodies(tmp_path) == ["echo"]
+        assert tool_bodies(tmp_path) == ["echo"]
     finally:
         bystander.kill()
         bystander.wait()
@@ -243,11 +239,11 @@ def test_one_call_tree_mock_parent_tool_cassette_and_subagent_cassette_replay_of
     assert record.ok, record.explain()
     assert record.subagent_cassette is not None and record.subagent_cassette.published
     assert len(record.child_session_ids) == 1
-    assert _bodies(tmp_path) == ["weather_lookup", "echo"]
+    assert tool_bodies(tmp_path) == ["weather_lookup", "echo"]
     replay = run(script=tmp_path / "tree.json", cwd=tmp_path, rows=_tools(service.url), tool_cassette=tools,
                  subagent_cassette=children)
     assert replay.ok, replay.explain()
-    assert sorted(_bodies(tmp_path)) == ["echo", "weather_lookup"]  # nothing ran again
+    assert sorted(tool_bodies(tmp_path)) == ["echo", "weather_lookup"]  # nothing ran again
     assert service.requests == 1
     assert replay.child_session_ids == []
     assert replay.subagent_cassette is not None and replay.subagent_cassette.consumed == 1
@@ -261,7 +257,7 @@ def test_a_replay_script_may_not_delegate_without_a_subagent_cassette(tmp_path: 
                  cwd=tmp_path, rows=_tools())
     assert result.exit_code == 3
     assert "UNSUPPORTED_NESTED_TOOL" in result.stderr
-    assert _bodies(tmp_path) == []
+    assert tool_bodies(tmp_path) == []
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

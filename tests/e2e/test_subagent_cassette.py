@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT
+from dshrun import ROOT, tool_bodies
 
 from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.api.run import RecordMode, Row, RunResult, SubagentCassette, run
@@ -88,12 +88,6 @@ def _sessions(host: HostEnv, cwd: Path) -> int:
     return len(os.listdir(folder)) if folder.is_dir() else 0
 
 
-def _bodies(cwd: Path) -> list[str]:
-    """Tool names whose real bodies ran in ``cwd`` (one line per body, every run)."""
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
-
-
 def _results(result: RunResult) -> dict[str, tuple[bool, str]]:
     """``callId -> (isError, text)`` of the tool results in the run's own root session."""
     return {r.call_id: (r.is_error, r.output) for r in result.tool_results}
@@ -137,7 +131,7 @@ def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, Ru
     cwd, record = recorded
     assert record.ok, record.explain()
     assert _published(record)
-    assert _bodies(cwd) == ["echo"]
+    assert tool_bodies(cwd) == ["echo"]
     assert len(record.child_session_ids) == 1
     assert _sessions(dsh_host, cwd) == 2
     cassette = cwd / CASSETTE
@@ -152,7 +146,7 @@ def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, Ru
     assert replay.ok, replay.explain()
     assert "1 replayed, 0 missed, 0 unconsumed" in replay.stderr
     assert _replayed(replay) == (1, 0, 0)
-    assert _bodies(cwd) == ["echo"]
+    assert tool_bodies(cwd) == ["echo"]
     assert replay.child_session_ids == []
     assert _sessions(dsh_host, cwd) == sessions_before + 1
     assert replay.stdout == record.stdout
@@ -224,7 +218,7 @@ def test_replay_shows_the_host_the_recorded_provider_facts(
     [(is_error, text)] = _results(replay).values()
     assert (is_error, text) == (True, 'Error: unknown tool "subagent"')
     assert _replayed(replay) == (0, 0, 1)
-    assert replay.child_session_ids == [] and _bodies(cwd) == []
+    assert replay.child_session_ids == [] and tool_bodies(cwd) == []
 
 
 def test_a_child_that_failed_is_published_with_one_warning_and_replays_its_failure(dsh: DshRunner) -> None:
@@ -239,11 +233,11 @@ def test_a_child_that_failed_is_published_with_one_warning_and_replays_its_failu
     assert warnings[0].endswith(", stopReason error); the cassette is published anyway and replays that failure; "
                                 "if the child should succeed, fix it and re-record (record mode all)")
     assert "on purpose" not in warnings[0]
-    assert _bodies(dsh.cwd) == ["broken"]
+    assert tool_bodies(dsh.cwd) == ["broken"]
 
     replay = _fixture_run(dsh, TRANSPARENT, "none", task)
     assert _replayed(replay) == (1, 0, 0)
-    assert replay.exit_code == 1 and _bodies(dsh.cwd) == ["broken"]
+    assert replay.exit_code == 1 and tool_bodies(dsh.cwd) == ["broken"]
     assert _results(replay) == _results(record)
     assert "SUBAGENT_CHILD_FAILED" not in replay.stderr
 
@@ -253,7 +247,7 @@ def test_the_separate_name_setup_records_and_replays(dsh: DshRunner, tmp_path: P
     patch.write_text(_tool_row("cassette", backgroundMode="one-shot"))
     record = _fixture_run(dsh, SEPARATE, "once", _task(CHILD_PROMPT), patches=[patch])
     assert record.ok, record.explain()
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert len(record.child_session_ids) == 1
     assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
     summary = json.loads(_cli("inspect", "--json", str(dsh.cwd / CASSETTE)).stdout)
@@ -264,7 +258,7 @@ def test_the_separate_name_setup_records_and_replays(dsh: DshRunner, tmp_path: P
 
     assert replay.ok, replay.explain()
     assert _replayed(replay) == (1, 0, 0)
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert replay.child_session_ids == []
     assert _sessions(dsh.host, dsh.cwd) == sessions_before + 1
     assert _results(replay) == _results(record)
@@ -280,7 +274,7 @@ def test_replay_from_another_directory_still_matches(
     replay = _fixture_run(dsh, TRANSPARENT, "none", _task(CHILD_PROMPT), cwd=elsewhere)
 
     assert replay.ok, replay.explain()
-    assert _bodies(elsewhere) == []
+    assert tool_bodies(elsewhere) == []
     assert replay.child_session_ids == []
     assert _sessions(dsh.host, elsewhere) == 1
     assert _results(replay) == _results(record)
@@ -309,7 +303,7 @@ def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_repl
     assert replay.ok, replay.explain()
     assert _replayed(replay) == (1, 0, 0)
     assert list(_results(replay).values()) == [(False, "mock run complete: edited by hand")]
-    assert replay.child_session_ids == [] and _bodies(cwd) == []
+    assert replay.child_session_ids == [] and tool_bodies(cwd) == []
 
 
 def _delegations(cwd: Path, prompts: dict[str, str]) -> str:
@@ -339,7 +333,7 @@ def test_a_changed_request_is_a_structured_miss(dsh: DshRunner, tmp_path: Path) 
     assert result.errors[0].message.startswith("no recorded interaction for root/audit-")
     assert result.errors[0].message.endswith(": request differed")
     assert _replayed(result)[1] == 1
-    assert _bodies(replayer) == ["delegate"]
+    assert tool_bodies(replayer) == ["delegate"]
     assert result.child_session_ids == []
     assert _sessions(dsh.host, replayer) == 1
     # Only the delegation's own request changed; the parent's history before it is identical.
@@ -366,7 +360,7 @@ def test_two_concurrent_children_each_replay_their_own_outcome(
 ) -> None:
     cwd, record = recorded_pair
     assert record.ok, record.explain()
-    assert sorted(_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
+    assert sorted(tool_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
     assert len(record.child_session_ids) == 2
     lines = [json.loads(line) for line in (cwd / CASSETTE).read_text().splitlines()[1:]]
     # The second call finished first: its interaction was written first.
@@ -379,7 +373,7 @@ def test_two_concurrent_children_each_replay_their_own_outcome(
     assert replay.ok, replay.explain()
     assert "2 replayed, 0 missed, 0 unconsumed" in replay.stderr
     assert _replayed(replay) == (2, 0, 0)
-    assert sorted(_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
+    assert sorted(tool_bodies(cwd)) == ["echo", "sleepy", "sleepy"]
     assert replay.child_session_ids == []
     assert _sessions(dsh_host, cwd) == sessions_before + 1
     assert _results(replay) == PAIR_RESULTS
@@ -452,7 +446,7 @@ def test_the_shipped_one_shot_patch_makes_the_default_tool_recordable(dsh: DshRu
 
     assert result.ok, result.explain()
     assert _published(result)
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert _cli("verify", str(dsh.cwd / CASSETTE)).returncode == 0
 
 
@@ -478,7 +472,7 @@ def test_an_abort_while_a_replayed_run_is_pending_settles_it_as_aborted(dsh: Dsh
 
     assert result.exit_code == 1
     assert result.duration_ms < 8000
-    assert _bodies(replayer) == ["cancel_later", "delegate"]
+    assert tool_bodies(replayer) == ["cancel_later", "delegate"]
     assert result.child_session_ids == []
     assert _sessions(dsh.host, replayer) == 1
     assert [e["data"]["reason"]["kind"] for e in result.events if e["type"] == "turn/end"] == ["aborted"]

@@ -18,7 +18,7 @@ import filter_canary
 import msgspec
 import pytest
 import stub_weather
-from dshrun import ROOT, Dsh
+from dshrun import ROOT, Dsh, tool_bodies
 
 from dsh_sidecar.bridge.api.run import Row, RunResult, ToolCassette, WarmPool
 from dsh_sidecar.bridge.api.run import run as run_cold
@@ -50,11 +50,6 @@ def _tools() -> list[Row]:
     return [Row("example-tools", "dsh-example-tools", {"weatherUrl": "http://127.0.0.1:9"})]
 
 
-def _bodies(cwd: Path) -> list[str]:
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
-
-
 def test_a_filtered_secret_never_reaches_the_file_and_the_replay_still_matches(tmp_path: Path) -> None:
     cassette = ToolCassette(file="echo.ndjson", include=["echo"],
                             filters=["credentials", {"regex": "sk-[a-z0-9]+"}], allow_redacted_replay=True)
@@ -71,7 +66,7 @@ def test_a_filtered_secret_never_reaches_the_file_and_the_replay_still_matches(t
     assert replay.ok, replay.explain()
     assert replay.tool_cassette is not None and replay.tool_cassette.consumed == 1
     assert replay.result("echo").value == {"text": "hi", "tags": ["[redacted]"]}
-    assert _bodies(tmp_path) == ["echo"]
+    assert tool_bodies(tmp_path) == ["echo"]
 
 
 def test_a_filter_function_keeps_the_canary_out_of_the_file_and_the_replay_still_matches(tmp_path: Path) -> None:
@@ -94,7 +89,7 @@ def test_a_filter_function_keeps_the_canary_out_of_the_file_and_the_replay_still
                              allow_redacted_replay=True)
     (tmp_path / "filter_canary.py").write_text(Path(filter_canary.__file__).read_text())
     assert run(task, cwd=tmp_path, rows=_tools(), tool_cassette=by_module, record_mode="none").ok
-    assert _bodies(tmp_path) == ["echo"]
+    assert tool_bodies(tmp_path) == ["echo"]
 
 
 def test_a_filter_function_that_raises_fails_the_run_by_name_and_publishes_nothing(tmp_path: Path) -> None:
@@ -109,7 +104,7 @@ def test_a_filter_function_that_raises_fails_the_run_by_name_and_publishes_nothi
     assert CANARY not in result.stderr
     assert result.tool_cassette is not None and not result.tool_cassette.published
     assert not (tmp_path / "echo.ndjson").exists()
-    assert _bodies(tmp_path) == []
+    assert tool_bodies(tmp_path) == []
 
 
 def test_a_filter_function_that_cannot_be_imported_stops_dsh_at_boot_by_name(tmp_path: Path) -> None:
@@ -120,7 +115,7 @@ def test_a_filter_function_that_cannot_be_imported_stops_dsh_at_boot_by_name(tmp
     assert ("FILTER_UNRESOLVED: toolCassette.filters[0].call: importing its module raised FileNotFoundError; give "
             "module:function (importable from the DSH cwd) or file.py:function (relative to the DSH cwd)"
             ) in result.stderr
-    assert result.tool_calls == [] and _bodies(tmp_path) == []
+    assert result.tool_calls == [] and tool_bodies(tmp_path) == []
 
 
 def test_a_placeholder_in_a_replayed_outcome_is_refused_unless_allowed(tmp_path: Path) -> None:
@@ -133,7 +128,7 @@ def test_a_placeholder_in_a_replayed_outcome_is_refused_unless_allowed(tmp_path:
     assert not replay.ok
     assert replay.errors[0].code == "CASSETTE_REDACTED_REPLAY"
     assert "echo at root/0, ordinal 0: the recorded outcome holds a redacted value" in replay.errors[0].message
-    assert _bodies(tmp_path) == ["echo"]
+    assert tool_bodies(tmp_path) == ["echo"]
 
 
 def test_replay_with_other_filters_is_refused_by_name(tmp_path: Path) -> None:
@@ -169,7 +164,7 @@ def test_an_ignored_pointer_may_change_and_any_other_argument_is_a_named_mismatc
                   tool_cassette=ToolCassette(file="echo.ndjson", include=["echo"]), record_mode="none")
     assert "CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in echo.ndjson" \
         in unruled.stderr
-    assert _bodies(tmp_path) == ["echo"]
+    assert tool_bodies(tmp_path) == ["echo"]
 
 
 def test_an_injected_timeout_on_the_second_call_stops_the_plan_and_is_named_injected(tmp_path: Path) -> None:
@@ -193,7 +188,7 @@ def test_an_injected_timeout_on_the_second_call_stops_the_plan_and_is_named_inje
     assert "failed at step 2 with runtime code TIMEOUT" in replay.stderr
     assert ("tool cassette replay: 2 selected calls, 2 consumed, 1 unconsumed, poisoned: no, 1 failed by fault "
             "overlay slow-echo") in replay.stderr
-    assert _bodies(tmp_path) == ["echo", "echo", "echo"]
+    assert tool_bodies(tmp_path) == ["echo", "echo", "echo"]
 
 
 def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_replays(tmp_path: Path) -> None:
@@ -212,7 +207,7 @@ def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_repl
     replay = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
     assert replay.ok, replay.explain()
     assert replay.result("echo").value == {"text": "edited"}
-    assert _bodies(tmp_path) == ["echo"]
+    assert tool_bodies(tmp_path) == ["echo"]
 
 
 def test_a_stubbed_tool_runs_no_body_and_its_calls_are_in_the_result(tmp_path: Path) -> None:
@@ -222,7 +217,7 @@ def test_a_stubbed_tool_runs_no_body_and_its_calls_are_in_the_result(tmp_path: P
     assert [(c.tool, c.arguments) for c in result.calls("weather_lookup")] == [("weather_lookup", {"city": "Oslo"})]
     assert result.result("weather_lookup").output == "Oslo: stubbed sun, 5C"
     assert "stubs: 1 calls served (weather_lookup: 1)" in result.stderr
-    assert _bodies(tmp_path) == []
+    assert tool_bodies(tmp_path) == []
 
 
 def test_a_stub_serves_a_named_failure_and_dsh_revalidates_its_value(tmp_path: Path) -> None:
@@ -234,7 +229,7 @@ def test_a_stub_serves_a_named_failure_and_dsh_revalidates_its_value(tmp_path: P
     rejected = run('/mock run weather_lookup({"city": "Oslo"})', cwd=tmp_path, rows=_tools(),
                    stubs={"weather_lookup": stub_weather.wrong_shape})
     assert rejected.result("weather_lookup").error_code == "INVALID_TOOL_OUTPUT"
-    assert _bodies(tmp_path) == []
+    assert tool_bodies(tmp_path) == []
 
 
 def test_a_stub_that_raises_fails_the_run_by_name_and_keeps_the_recording_unpublished(tmp_path: Path) -> None:
@@ -280,7 +275,7 @@ def test_cli_run_takes_the_rules_from_a_config_file(tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     result = msgspec.json.decode(ran.stdout, type=RunResult)
     assert result.result("weather_lookup").output == "Bergen: fog, 9C"
-    assert _bodies(tmp_path) == []
+    assert tool_bodies(tmp_path) == []
     bad = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--config",
                           str(patch), "--", "x"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "--config: not a readable JSON file" in bad.stderr
@@ -307,4 +302,4 @@ def test_a_stub_that_cannot_be_imported_stops_dsh_at_boot_by_name(tmp_path: Path
     assert ("STUB_UNRESOLVED: stubs.weather_lookup: importing its module raised RuntimeError; give module:function "
             "(importable from the DSH cwd) or file.py:function (relative to the DSH cwd)") in result.stderr
     assert "import-time secret" not in result.stderr
-    assert result.tool_calls == [] and _bodies(tmp_path) == []
+    assert result.tool_calls == [] and tool_bodies(tmp_path) == []

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT, Dsh, wait_for
+from dshrun import ROOT, Dsh, tool_bodies, wait_for
 
 from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
 from dsh_sidecar.bridge.api.run import RecordMode, RunResult, ToolCassette, run
@@ -68,12 +68,6 @@ def _run(
 
 def _raw_row(mode: str, include: Sequence[str]) -> dict[str, Any]:
     return {"toolCassette": {"mode": mode, "file": CASSETTE, "include": list(include)}}
-
-
-def _bodies(cwd: Path) -> list[str]:
-    """Tool names whose real bodies ran in ``cwd`` (one line per body, every run)."""
-    log = cwd / "tool-bodies.log"
-    return log.read_text().split() if log.exists() else []
 
 
 def _results(result: RunResult) -> dict[str, tuple[bool, str, str | None]]:
@@ -119,7 +113,7 @@ def test_a_recorded_call_replays_with_zero_real_bodies(dsh: DshRunner) -> None:
     recorded = _run(dsh, '/mock run echo({"text": "hi"})', "once")
 
     assert recorded.ok, recorded.explain()
-    assert _bodies(dsh.cwd) == ["echo"]
+    assert tool_bodies(dsh.cwd) == ["echo"]
     assert "tool cassette record: 1 selected calls, 1 recorded, published: yes" in recorded.stderr
     assert _recorded(recorded) == (1, 1, True)
     assert _cassette_files(dsh.cwd) == [CASSETTE]
@@ -128,13 +122,13 @@ def test_a_recorded_call_replays_with_zero_real_bodies(dsh: DshRunner) -> None:
     inspect = json.loads(_cli("inspect", str(dsh.cwd / CASSETTE), "--json").stdout)
     assert (inspect["calls"], inspect["tools"], inspect["valid"]) == (1, {"echo": 1}, True)
     file_bytes = (dsh.cwd / CASSETTE).read_bytes()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, '/mock run echo({"text": "hi"})', "none")
 
     assert replayed.ok, replayed.explain()
     assert replayed.stdout.strip() == "mock run complete: 1 step, 1 tool call"
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     assert _executes(dsh.cwd, "action") == [("echo", "serve")]
     assert _results(replayed) == _results(recorded) == {"mock-1-1-0": (False, "echo:hi", None)}
     assert "tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: no" \
@@ -150,15 +144,15 @@ def test_arguments_with_object_keys_in_another_order_still_hit(dsh: DshRunner) -
         dsh, '/mock run relay({"tool": "echo", "json": "{\\"text\\": \\"hi\\", \\"tags\\": [\\"a\\"]}"})', "once",
     )
     assert recorded.ok, recorded.explain()
-    assert _bodies(dsh.cwd) == ["relay", "echo"]
-    bodies = _bodies(dsh.cwd)
+    assert tool_bodies(dsh.cwd) == ["relay", "echo"]
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(
         dsh, '/mock run relay({"tool": "echo", "json": "{\\"tags\\": [\\"a\\"], \\"text\\": \\"hi\\"}"})', "none",
     )
 
     assert replayed.ok, replayed.explain()
-    assert _bodies(dsh.cwd)[len(bodies):] == ["relay"]
+    assert tool_bodies(dsh.cwd)[len(bodies):] == ["relay"]
     assert _results(replayed) == {"mock-1-1-0": (False, "relay:echo:hi", None)}
     assert _executes(dsh.cwd, "path") == [("relay", "root/0"), ("echo", "root/0/0")]
     assert "1 consumed, 0 unconsumed, poisoned: no" in replayed.stderr
@@ -199,7 +193,7 @@ def test_a_changed_trajectory_is_a_mismatch_and_runs_no_selected_body(
 ) -> None:
     recorded = _run(dsh, record, "once", include)
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, replay, "none", include)
 
@@ -208,7 +202,7 @@ def test_a_changed_trajectory_is_a_mismatch_and_runs_no_selected_body(
     assert "poisoned: yes" in replayed.stderr
     assert _replayed(replayed)[3] is True
     assert f"{replayed.errors[0].code}: {replayed.errors[0].message}".startswith(reason)
-    assert _bodies(dsh.cwd)[len(bodies):] == unselected
+    assert tool_bodies(dsh.cwd)[len(bodies):] == unselected
     codes = [code for _, _, code in _results(replayed).values() if code is not None]
     assert codes[0] == "CASSETTE_MISMATCH"
 
@@ -219,7 +213,7 @@ def test_after_the_first_mismatch_every_later_selected_call_is_refused(dsh: DshR
         {"tool": "echo", "args": {"text": "c"}},
     ], "once")
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
     assert bodies == ["echo", "echo", "echo"]
 
     # The second echo matches its record exactly and is still refused; sleepy is unselected.
@@ -230,7 +224,7 @@ def test_after_the_first_mismatch_every_later_selected_call_is_refused(dsh: DshR
     ], "none")
 
     assert replayed.exit_code == 1
-    assert _bodies(dsh.cwd)[len(bodies):] == ["sleepy"]
+    assert tool_bodies(dsh.cwd)[len(bodies):] == ["sleepy"]
     # A replay's call ids carry a tag of its script (docs/mock.md, "Plan"): read them in call order.
     results = [_results(replayed)[c.call_id] for c in replayed.tool_calls]
     assert results[0][2] == "CASSETTE_MISMATCH"
@@ -253,8 +247,8 @@ def test_concurrent_calls_completing_in_reverse_order_each_get_their_own_outcome
     task = '/mock run [sleepy({"label": "slow", "ms": 400}) sleepy({"label": "fast", "ms": 10})]'
     recorded = _run(dsh, task, "once", ["sleepy*"])
     assert recorded.ok, recorded.explain()
-    assert _bodies(dsh.cwd) == ["sleepy", "sleepy"]
-    bodies = _bodies(dsh.cwd)
+    assert tool_bodies(dsh.cwd) == ["sleepy", "sleepy"]
+    bodies = tool_bodies(dsh.cwd)
     frames = [json.loads(line) for line in (dsh.cwd / CASSETTE).read_text().splitlines()]
     starts = {f["ordinal"]: f["args"]["label"] for f in frames if f["kind"] == "call/start"}
     assert starts == {0: "slow", 1: "fast"}
@@ -262,7 +256,7 @@ def test_concurrent_calls_completing_in_reverse_order_each_get_their_own_outcome
     replayed = _run(dsh, task, "none", ["sleepy*"])
 
     assert replayed.ok, replayed.explain()
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     labels = {c.call_id: c.arguments["label"] for c in replayed.tool_calls}
     assert labels == {"mock-1-1-0": "slow", "mock-1-1-1": "fast"}
     assert _results(replayed) == {
@@ -279,14 +273,14 @@ def test_a_recorded_failure_replays_as_the_same_structured_error(dsh: DshRunner)
     recorded = recorder.run('/mock run broken({"why": "disk on fire"})')
     assert recorded.rc == 1
     assert "published: yes" in recorded.stderr
-    assert _bodies(dsh.cwd) == ["broken"]
-    bodies = _bodies(dsh.cwd)
+    assert tool_bodies(dsh.cwd) == ["broken"]
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, '/mock run broken({"why": "disk on fire"})', "none", ["broken"])
 
     assert replayed.exit_code == 1
     assert "TOOL_FAILED: broken (mock-1-1-0) failed at step 1" in replayed.stderr
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     expected = (True, "Error: broken on purpose: disk on fire", None)
     recorded_results = {r.call_id: (r.is_error, r.output, r.error_code) for r in tool_results(recorded.sessions()[-1])}
     assert _results(replayed) == recorded_results == {"mock-1-1-0": expected}
@@ -301,12 +295,12 @@ def test_a_deferred_context_comes_back_on_replay(dsh: DshRunner) -> None:
     task = '/mock run echo({"text": "hi", "context": "ctx-marker-41"})'
     recorded = _run(dsh, task, "once")
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, task, "none")
 
     assert replayed.ok, replayed.explain()
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     contexts = [e["data"] for e in replayed.events
                 if e["type"] == "user/message" and e["data"]["source"].get("plugin") == "dsh-example-tools"]
     assert [c["content"] for c in contexts] == [[{"type": "text", "text": "ctx-marker-41"}]]
@@ -317,12 +311,12 @@ def test_a_deferred_context_comes_back_on_replay(dsh: DshRunner) -> None:
 def test_an_extra_selected_call_fails_the_replay_without_running_its_body(dsh: DshRunner) -> None:
     recorded = _run(dsh, '/mock run echo({"text": "a"})', "once")
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, '/mock run [echo({"text": "a"}) echo({"text": "b"})]', "none")
 
     assert replayed.exit_code == 1
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     results = _results(replayed)
     assert results["mock-1-1-0"] == (False, "echo:a", None)
     assert results["mock-1-1-1"][2] == "CASSETTE_EXTRA_CALL"
@@ -338,13 +332,13 @@ def test_an_extra_selected_call_fails_the_replay_without_running_its_body(dsh: D
 def test_records_left_unconsumed_fail_the_replay(dsh: DshRunner) -> None:
     recorded = _run(dsh, '/mock run [echo({"text": "a"}) echo({"text": "b"})]', "once")
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, '/mock run echo({"text": "a"})', "none")
 
     assert replayed.exit_code == 1
     assert replayed.stdout.strip() == "mock run complete: 1 step, 1 tool call"
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     assert "1 consumed, 1 unconsumed, poisoned: no" in replayed.stderr
     assert _replayed(replayed) == (1, 1, 1, False)
     assert "dsh-sidecar: CASSETTE_UNCONSUMED: 1 recorded calls not consumed, " \
@@ -407,12 +401,12 @@ def _exited(pid: int) -> bool:
 def test_a_changed_value_is_a_mismatch_whose_diagnostics_echo_no_raw_arguments_or_paths(dsh: DshRunner) -> None:
     recorded = _run(dsh, '/mock run echo({"text": "sk-live-RECORDED-4f9a2c"})', "once")
     assert recorded.ok, recorded.explain()
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, '/mock run echo({"text": "sk-live-REPLAYED-8c2e7d"})', "none")
 
     assert replayed.exit_code == 1
-    assert _bodies(dsh.cwd) == bodies
+    assert tool_bodies(dsh.cwd) == bodies
     assert "poisoned: yes" in replayed.stderr
     assert "CASSETTE_MISMATCH: echo at root/0, ordinal 0: args sha256:" in replayed.stderr
     # explain()'s first line quotes the task the caller wrote; everything after it is diagnostics.
@@ -430,16 +424,16 @@ def test_unselected_tools_run_untouched_in_record_and_replay(dsh: DshRunner) -> 
     task = '/mock run [echo({"text": "a"}) sleepy({"label": "free", "ms": 1})]'
     recorded = _run(dsh, task, "once")
     assert recorded.ok, recorded.explain()
-    assert sorted(_bodies(dsh.cwd)) == ["echo", "sleepy"]
+    assert sorted(tool_bodies(dsh.cwd)) == ["echo", "sleepy"]
     assert _recorded(recorded) == (1, 1, True)
     inspect = json.loads(_cli("inspect", str(dsh.cwd / CASSETTE), "--json").stdout)
     assert (inspect["calls"], inspect["tools"]) == (1, {"echo": 1})
-    bodies = _bodies(dsh.cwd)
+    bodies = tool_bodies(dsh.cwd)
 
     replayed = _run(dsh, task, "none")
 
     assert replayed.ok, replayed.explain()
-    assert _bodies(dsh.cwd)[len(bodies):] == ["sleepy"]
+    assert tool_bodies(dsh.cwd)[len(bodies):] == ["sleepy"]
     assert _executes(dsh.cwd, "action") == [("echo", "serve"), ("sleepy", "next")]
     assert _results(replayed) == {
         "mock-1-1-0": (False, "echo:a", None), "mock-1-1-1": (False, "slept:free", None),

@@ -23,6 +23,8 @@ import pytest
 from dshrun import DSH, DSH_HOME, HOST, ROOT
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+pytestmark = pytest.mark.slow  # dsh web and Chromium
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -128,7 +130,9 @@ def page(browser: Browser, web: WebHost, request: pytest.FixtureRequest) -> Iter
         path = dialog.locator("input").first
         path.fill(str(web.workspace))
         path.press("Enter")
-        dialog.get_by_role("button", name="Open").click()
+        # Exact: a breadcrumb or a row whose folder name holds "open" (xdist's `popen-gw1`) is a
+        # button too, and a substring match then finds several.
+        dialog.get_by_role("button", name="Open", exact=True).click()
         expect(dialog).to_be_hidden()
 
     page.add_locator_handler(picker, choose_workspace)

@@ -1,6 +1,6 @@
 """Black-box fuzz of ``python -m dsh_sidecar.bridge`` over its pipes: named errors, every id answered, alive.
 
-Seeded and bounded: ``BRIDGE_FUZZ_SEED`` picks the seed (printed either way), about 12,000
+Seeded and bounded: ``DSH_FUZZ_SEED`` picks the seed (printed either way), about 12,000
 generated lines go to one sidecar (pipelined, many in flight), within the 60 s the suite allows.
 The checks are only the contract: every request that carries a readable id gets exactly one
 answer with that id, every error is one of the documented codes and never ``INTERNAL``, and the
@@ -30,7 +30,7 @@ from dsh_sidecar.bridge.transport.server import MAX_LINE
 
 pytestmark = pytest.mark.anyio
 
-SEED = int(os.environ.get("BRIDGE_FUZZ_SEED", "20261201"))
+SEED = int(os.environ.get("DSH_FUZZ_SEED", "20261201"))
 LINES = 12_000
 CODES = {-32700, -32600, -32601, -32602, -32800, -32000}
 # The named codes -32600 and -32602 carry in data.code (the rest of -32600 has no data).
@@ -202,7 +202,7 @@ async def exchange(
 
 
 async def test_the_bridge_survives_generated_input_with_named_answers(tmp_path: Path) -> None:
-    print(f"bridge fuzz seed {SEED} (set BRIDGE_FUZZ_SEED to replay)")
+    print(f"bridge fuzz seed {SEED} (set DSH_FUZZ_SEED to replay)")
     rand = random.Random(SEED)
     stderr = (tmp_path / "stderr.log").open("wb")
     with anyio.fail_after(60):

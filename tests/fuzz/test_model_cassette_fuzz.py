@@ -1,6 +1,6 @@
 """Seeded, bounded fuzz of every input the model cassette reads: files, hook params, the lifecycle.
 
-``MODEL_FUZZ_SEED`` picks the seed (printed either way). The contract checked: files are
+``DSH_FUZZ_SEED`` picks the seed (printed either way). The contract checked: files are
 refused with ``MODEL_CASSETTE_INVALID`` (or ``MODEL_CASSETTE_IO``) and never a traceback, the
 CLI exits 0-3, the engine raises only named ``SidecarError``s, and the real sidecar answers
 ``model/request`` on bad params, after ``shutdown`` and over a deep file by name, never ``INTERNAL``.
@@ -24,7 +24,7 @@ from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteC
 from dsh_sidecar.python_core.model_cassette.cli import cli
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid, ModelCassetteIOError
 
-SEED = int(os.environ.get("MODEL_FUZZ_SEED", "20261202"))
+SEED = int(os.environ.get("DSH_FUZZ_SEED", "20261202"))
 FILES = 200
 REQUESTS = 3_000
 # Header versions of every JSON type (an object one crashed the tool cassette's probe).
@@ -103,7 +103,7 @@ def _mutate(rand: random.Random, data: bytes) -> bytes:
 
 
 def test_generated_files_are_refused_by_name_in_verify_load_and_the_cli(tmp_path: Path) -> None:
-    print(f"model cassette file fuzz seed {SEED} (set MODEL_FUZZ_SEED to replay)")
+    print(f"model cassette file fuzz seed {SEED} (set DSH_FUZZ_SEED to replay)")
     rand = random.Random(SEED)
     good = _seed_file(tmp_path)
     data = good.read_bytes()
@@ -125,7 +125,7 @@ def test_generated_files_are_refused_by_name_in_verify_load_and_the_cli(tmp_path
 
 
 def test_generated_hook_params_and_lifecycle_raise_only_named_errors(tmp_path: Path) -> None:
-    print(f"model cassette engine fuzz seed {SEED} (set MODEL_FUZZ_SEED to replay)")
+    print(f"model cassette engine fuzz seed {SEED} (set DSH_FUZZ_SEED to replay)")
     rand = random.Random(SEED)
     good = _seed_file(tmp_path)
     named = 0

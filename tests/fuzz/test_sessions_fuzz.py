@@ -1,6 +1,6 @@
 """Seeded, bounded fuzz of the session-log readers and ``dsh-sidecar sessions``: named lines, never a traceback.
 
-``SESSIONS_FUZZ_SEED`` picks the seed (printed either way). 10,000 generated logs (an rc.8-shaped
+``DSH_FUZZ_SEED`` picks the seed (printed either way). 10,000 generated logs (an rc.8-shaped
 log with its bytes mutated, a member replaced by a value of another type, nesting past the depth
 limit, lone surrogates in keys and strings; some zstd-compressed) go through
 ``decode_session_log`` and everything ``sessions show`` does with a decoded log; 300 of them are
@@ -36,7 +36,7 @@ from dsh_sidecar.python_core.session_log import (
     tool_results,
 )
 
-SEED = int(os.environ.get("SESSIONS_FUZZ_SEED", "20261203"))
+SEED = int(os.environ.get("DSH_FUZZ_SEED", "20261203"))
 LOGS = 10_000
 CLI_LOGS = 300
 POISON = [b"[", b"{", b"}", b'"', b"\\", b"\\ud800", b"\\udfff", b"\xed\xa0\x80", b"\xff", b"\x00", b"\n", b",",
@@ -146,7 +146,7 @@ def _views(events: list[dict[str, Any]]) -> None:
 
 
 def test_fuzz_decoded_logs_are_summarized_or_refused_by_name() -> None:
-    print(f"sessions fuzz seed: {SEED} (set SESSIONS_FUZZ_SEED to change it)", file=sys.stderr)
+    print(f"sessions fuzz seed: {SEED} (set DSH_FUZZ_SEED to change it)", file=sys.stderr)
     rand = random.Random(SEED)
     refused = 0
     for i in range(LOGS):

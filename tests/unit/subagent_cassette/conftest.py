@@ -200,3 +200,10 @@ def records_of() -> Callable[[Path], list[dict[str, Any]]]:
 @pytest.fixture
 def sealed() -> Callable[[Sequence[dict[str, Any]]], bytes]:
     return seal
+
+
+@pytest.fixture
+def recorded(record_file: Any, make_start: Any, make_outcome: Any) -> Path:
+    """A cassette of two recorded delegations (labels ``a`` and ``b``)."""
+    path: Path = record_file([(make_start(label="a"), make_outcome()), (make_start(label="b"), make_outcome())])
+    return path

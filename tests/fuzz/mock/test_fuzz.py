@@ -11,11 +11,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.cli import mock
 from dsh_sidecar.python_core.mock.source import load_source
+
+pytestmark = pytest.mark.slow  # 10,000 mutated files through the CLI
 
 N = 10_000
 SCRIPT = json.dumps({"type": "dsh-mock-script", "version": 1, "steps": [

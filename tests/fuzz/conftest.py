@@ -1,8 +1,11 @@
-"""The ``fuzz`` fixture: seeded generators and mutators for the parser fuzz tests.
+"""The fuzz tests' home and their ``fuzz`` fixture: seeded generators and mutators.
 
-Bounded and reproducible: the seed is ``DSH_FUZZ_SEED`` if set, else a fixed default; it is
-printed at setup and shown in the fixture's ``repr`` (so a failing assertion names it). Each
-fuzz test runs a fixed number of generated inputs and asserts only named errors.
+Every fuzz test lives under ``tests/fuzz/`` (the folders mirror ``tests/unit`` and ``tests/bridge``,
+whose fixtures the sub-folders' conftests import rather than copy) and takes its seed from one
+variable, ``DSH_FUZZ_SEED``; unset, each test keeps its fixed default. Bounded and reproducible:
+each test feeds a fixed number of inputs and asserts only named errors; the seed is printed at
+setup and shown in the fixture's ``repr`` (so a failing assertion names it), and the modules that
+seed ``random.Random`` themselves put it in every assertion message.
 """
 
 from __future__ import annotations

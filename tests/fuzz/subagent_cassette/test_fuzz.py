@@ -11,11 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.cli import cli
 from dsh_sidecar.python_core.subagent_cassette.store import verify_file
+
+pytestmark = pytest.mark.slow  # 10,000 mutated files through the CLI
 
 N = 10_000
 HEADER_VERSIONS = [b"{}", b"[]", b'{"v":2}', b"[2]", b"true", b"null", b'"2"', b"2.0", b"-0", b"1e400"]

@@ -13,11 +13,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.cli import main
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
+
+pytestmark = pytest.mark.slow  # 10,000 mutated files through the CLI
 
 N = 10_000
 # Header versions of every JSON type: an object once reached a set lookup (TypeError).
