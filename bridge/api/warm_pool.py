@@ -78,6 +78,10 @@ class _Host:
         # The host's own sessions root and the shared one its session folders move to (session_staging.py).
         self.staging = staging
         self.sessions = sessions
+        # Runs sent whose replies were not read yet: session folders and the private home are settled
+        # only when none is (moving a folder a running session writes into pulls it from under it:
+        # rc.8 failed ENOENT on a session log whose project folder had moved).
+        self._in_flight: set[int] = set()
         self.proc = proc
         self.conn = conn
         self.stderr = stderr
@@ -130,6 +134,7 @@ class _Host:
             self.conn.sendall(msgspec.json.encode(request) + b"\n")
         except OSError:
             return None
+        self._in_flight.add(request.id)
         return offset
 
     def receive(self, run_id: int, offset: int, timeout: float) -> WarmOutcome | WarmReply:
@@ -149,13 +154,15 @@ class _Host:
             reply = msgspec.json.decode(line, type=WarmReply)
             self._replies[reply.id] = reply
         reply = self._replies.pop(run_id)
+        self._in_flight.discard(run_id)
         if reply.ended:
             # The host is exiting under the run: what it prints until its end is the run's too.
             lost = self._lost(offset, timed_out=False)
             return WarmOutcome(exit_code=max(lost.exit_code, reply.exitCode), stdout=reply.stdout,
                                stderr=lost.stderr + reply.stderr)
-        settle(self.staging, self.sessions)
-        self.settle_home(False)
+        if not self._in_flight:
+            settle(self.staging, self.sessions)
+            self.settle_home(False)
         return msgspec.structs.replace(reply, stderr=self._stderr_since(offset) + reply.stderr)
 
     def _stderr_since(self, offset: int) -> str:
