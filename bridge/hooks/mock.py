@@ -25,6 +25,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     Route,
     RouteParams,
     RouteResult,
+    SessionEndParams,
     ToolCallOut,
 )
 from dsh_sidecar.python_core.errors import SidecarError
@@ -182,6 +183,10 @@ class MockDriver:
         status = self.turns.collect(params.sessionId, params.turn)
         self.trace.write("mock/cancel", session=params.sessionId, turn=params.turn, found=status is not None)
         return CancelResult(status=status)
+
+    def session_end(self, params: SessionEndParams) -> None:
+        """``mock/session-end``: the host ended a session (idempotent)."""
+        self.end_session(params.sessionId)
 
     def end_session(self, session_id: str) -> None:
         """Drop every plan, route and refusal of a session that ended (idempotent)."""

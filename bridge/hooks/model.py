@@ -11,6 +11,8 @@ sent once the frame is durable, while the reader serves other requests.
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import msgspec
 
@@ -36,6 +38,8 @@ class ModelHooks:
         recorder = cassette.recorder
         self.writer = None if recorder is None else LineWriter(recorder.write_lines, cassette.write_failed)
         self.closed: CloseReport | None = None
+        self.refused_at: int | None = None
+        """When this cassette first refused a call (monotonic ns): the first refusal leads at shutdown."""
 
     @classmethod
     def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str | None, trace: Trace,
@@ -52,7 +56,17 @@ class ModelHooks:
         return cls(cassette, trace, children_owned=children_owned)
 
     def request(self, params: ModelRequestParams) -> ModelDecision:
-        """Decide one ``stream()`` call."""
+        """Decide one ``stream()`` call (a refusal notes when this cassette first refused)."""
+        try:
+            return self._decide(params)
+        except ModelCallLeftOut:
+            raise  # answered as a failed title, never a failure of the run
+        except SidecarError:
+            if self.refused_at is None:
+                self.refused_at = time.monotonic_ns()
+            raise
+
+    def _decide(self, params: ModelRequestParams) -> ModelDecision:
         if self.children_owned and delegation_depth(params.initiator) > 0:
             return ModelDecision(action="pass")
         try:

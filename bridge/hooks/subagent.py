@@ -97,13 +97,14 @@ class SubagentHooks:
                 capabilities=provider.capabilities, inheritsParentContext=provider.inheritsParentContext))
         return cls(cassette, setup, trace)
 
-    def hello(self, facts: UpstreamFacts) -> None:
+    def hello(self, facts: UpstreamFacts) -> Empty:
         """The upstream provider was found; record mirrors and stores its facts."""
         self.cassette.on_upstream(Upstream(
             name=facts.name, capabilities=facts.capabilities,
             inherits_parent_context=facts.inheritsParentContext, continuable=facts.continuable,
         ))
         self.trace.write("subagent/hello", upstream=facts.name)
+        return Empty()
 
     def _queued(self) -> Ticket | None:
         lines = self.cassette.take_writes()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Literal
 
@@ -33,6 +34,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     ResultParams,
     StandIn,
 )
+from dsh_sidecar.bridge.transport.report import CallPath
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency
@@ -62,6 +64,8 @@ _ACCEPT = PostExecuteDecision(action="accept")
 _NO_PATH = "(not dispatched)"
 
 
+_NULL = msgspec.Raw(b"null")
+
 class ToolHooks:
     """Route tool hook events to the cassette session (or pass them through)."""
 
@@ -80,6 +84,10 @@ class ToolHooks:
         self.recording = cassette if isinstance(cassette, RecordSession) else None
         self.writer = None if self.recording is None else LineWriter(self.recording.recorder.write_lines, self._failed)
         self.closed: CloseReport | None = None
+        # When the first call was refused (monotonic ns): the cassette that refused first leads
+        # the errors at shutdown. ``calls``: every call's structural path, when a report wants them.
+        self.refused_at: int | None = None
+        self.calls: list[CallPath] | None = None
         self.dependencies = DependencyTracker(self.cwd)
         if isinstance(cassette, ReplaySession):
             cassette.cwd = self.cwd
@@ -167,6 +175,12 @@ class ToolHooks:
 
     def execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         """Decide a call entering ``tools/execute`` (a recorded call's answer waits for its line)."""
+        decision = self._decide(params)
+        if isinstance(decision, ExecuteDecision) and decision.action == "refuse" and self.refused_at is None:
+            self.refused_at = time.monotonic_ns()
+        return decision
+
+    def _decide(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
         if self.stubs is not None and params.tool in self.stubs:
             return self._stubbed(params, self.stubs)
         cassette = self._selected(params.tool)
@@ -264,6 +278,9 @@ class ToolHooks:
     def result(self, params: ResultParams) -> Later | None:
         """See the final outcome; a recorded one is written off the reader."""
         self.trace.write("tools/result", tool=params.tool, path=params.path, handle=params.handle)
+        if self.calls is not None:
+            value = params.result.value
+            self.calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
         if self.mock is not None:
             result = params.result
             message = None if result.error is UNSET else result.error.message

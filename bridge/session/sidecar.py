@@ -9,6 +9,10 @@ answered when its session closes, while the process lives on.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import msgspec
 
 from dsh_sidecar.bridge.hooks.tools import ToolHooks
@@ -16,39 +20,16 @@ from dsh_sidecar.bridge.session.state import SessionState
 from dsh_sidecar.bridge.session.warm import WarmHost, WarmSessionUnknown
 from dsh_sidecar.bridge.transport.later import Later, Pending
 from dsh_sidecar.bridge.transport.protocol import (
+    METHODS,
     PROTOCOL_VERSION,
-    CancelParams,
-    CancelResult,
-    Empty,
-    ExecuteDecision,
-    ExecuteParams,
+    REQUIRED,
     InitializeParams,
     InitializeResult,
-    LlmResponse,
-    LlmStreamParams,
-    MockCommandParams,
-    MockCommandResult,
-    ModelDecision,
-    ModelRecordedParams,
-    ModelRequestParams,
+    Method,
     NotInitialized,
-    PostExecuteDecision,
-    PostExecuteParams,
-    PreStepParams,
-    PreStepResult,
     RegistryParams,
-    ResultParams,
-    RouteParams,
-    RouteResult,
-    SessionEndParams,
     ShutdownParams,
     ShutdownResult,
-    SubagentDecision,
-    SubagentOutcomeParams,
-    SubagentPublishedParams,
-    SubagentStartParams,
-    TurnParams,
-    UpstreamFacts,
     WarmDoneParams,
     WarmNextParams,
 )
@@ -57,11 +38,6 @@ from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError
 
 __all__ = ["Sidecar"]
-
-_PASS_MODEL = ModelDecision(action="pass")
-# A session with no tool feature: its calls run untouched and post-execute is not asked.
-_NEXT_NO_POST = ExecuteDecision(action="next", post=False)
-
 
 class Sidecar:
     """State and handlers of one sidecar connection: the process's session, or a warm host's."""
@@ -143,108 +119,68 @@ class Sidecar:
             raise NotInitialized(method)
         return self.warm
 
-    # --- hooks, routed by session ---
-
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
-        """``tools/execute``: pass through, serve from the cassette, or refuse."""
-        state = self._state(params.sessionId, "tools/execute")
-        if state.tools is None:
-            return _NEXT_NO_POST
-        if self.warm is not None:
-            self._tool_sessions[params.handle] = state
-        return state.tools_execute(params)
-
-    def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
-        """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
-        if self.warm is not None:
-            state = self._tool_sessions.get(params.handle)
-            if state is None:
-                raise WarmSessionUnknown("tools/post-execute", None, handle=True)
-        elif self.process is None:
-            raise NotInitialized("tools/post-execute")
-        else:
-            state = self.process
-        return state.tools_post_execute(params)
-
-    def tools_result(self, params: ResultParams) -> Later | None:
-        """``tools/result`` notification: the final outcome."""
-        state = self._state(params.sessionId, "tools/result")
-        self._tool_sessions.pop(params.handle, None)
-        if state.tools is None:
-            return None
-        return state.tools_result(params)
-
     def tools_registry(self, params: RegistryParams) -> Later | None:
-        """``tools/registry`` notification: the registered tools and the stand-ins."""
+        """``tools/registry`` notification: the registered tools (every session of a warm host)."""
         if self.warm is not None:
             self.warm.registry(params)
             return None
-        return self._state(None, "tools/registry").tools_registry(params)
+        tools = self._state(None, "tools/registry").tools
+        if tools is None:
+            raise NotInitialized("tools/registry")
+        return tools.registry(params)
 
-    def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
-        """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""
-        return self._state(params.sessionId, "llm/stream").llm_stream(params)
+    # --- every other hook, routed from the method table ---
 
-    def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
-        """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
-        return self._state(params.sessionId, "mock/pre-step").mock_pre_step(params)
+    def handler_for(self, method: str) -> Callable[[Any], Any] | None:
+        """The handler the server calls for ``method``: the router for a routed row, else the
+        connection's own method the row names."""
+        row = METHODS[method]
+        if row.feature is not None:
+            return functools.partial(self.route, method)
+        handler: Callable[[Any], Any] | None = getattr(self, row.handler, None)
+        return handler
 
-    def mock_route(self, params: RouteParams) -> RouteResult:
-        """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
-        return self._state(params.sessionId, "mock/route").mock_route(params)
+    def route(self, method: str, params: Any) -> Any:
+        """Serve a routed row of ``METHODS``: find the session its ``via`` names, hand the params to
+        the method ``handler`` of that session's ``feature``, keep the call handles it gives out."""
+        row = METHODS[method]
+        state, params = self._session(row, method, params)
+        if state is None:
+            return None  # a closed warm session's notification (``gone_ok``)
+        served = state.feature(row.feature) if row.feature is not None else None
+        if served is None:
+            if row.absent is REQUIRED:
+                raise NotInitialized(method)
+            return row.absent
+        if row.closes == "tool-call":
+            self._tool_sessions.pop(params.handle, None)
+        if row.opens == "tool-call" and self.warm is not None:
+            self._tool_sessions[params.handle] = state
+        answer = getattr(served, row.handler)(params)
+        if row.notes:
+            state.note_session(params.sessionId)
+        if row.opens == "model-call" and self.warm is not None and answer.action == "forward":
+            # Python's model-call handles are per session; the wire's are per connection.
+            self._next_model_handle += 1
+            self._model_handles[self._next_model_handle] = (state, answer.handle)
+            return msgspec.structs.replace(answer, handle=self._next_model_handle)
+        return answer
 
-    def mock_cancel(self, params: CancelParams) -> CancelResult:
-        """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
-        return self._state(params.sessionId, "mock/cancel").mock_cancel(params)
-
-    def mock_session_end(self, params: SessionEndParams) -> None:
-        """``mock/session-end``: forget the session's plans and routes (idempotent)."""
-        if self.warm is not None and not self.warm.is_open(params.sessionId):
-            return  # a warm session's plans went with its state when it closed
-        self._state(params.sessionId, "mock/session-end").mock_session_end(params)
-
-    def mock_command(self, params: MockCommandParams) -> MockCommandResult:
-        """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
-        return self._state(params.sessionId, "mock/command").mock_command(params)
-
-    def subagent_hello(self, params: UpstreamFacts) -> Empty:
-        """``subagent/hello``: the upstream provider's facts, before any start."""
-        return self._state(None, "subagent/hello").subagent_hello(params)
-
-    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
-        """``subagent/start``: forward, replay, or refuse one ``start()``."""
-        return self._state(None, "subagent/start").subagent_start(params)
-
-    def subagent_published(self, params: SubagentPublishedParams) -> None:
-        """``subagent/published`` notification."""
-        self._state(None, "subagent/published").subagent_published(params)
-
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
-        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
-        return self._state(None, "subagent/outcome").subagent_outcome(params)
-
-    def model_request(self, params: ModelRequestParams) -> ModelDecision:
-        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
-        state = self._state(params.sessionId, "model/request")
-        if state.model is None:
-            return _PASS_MODEL
-        decision = state.model_request(params)
-        if self.warm is None or decision.action != "forward":
-            return decision
-        self._next_model_handle += 1
-        self._model_handles[self._next_model_handle] = (state, decision.handle)
-        return msgspec.structs.replace(decision, handle=self._next_model_handle)
-
-    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
-        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        if self.warm is None:
-            return self._state(None, "model/recorded").model_recorded(params)
-        found = self._model_handles.pop(params.handle, None)
-        if found is None:
-            raise WarmSessionUnknown("model/recorded", None, handle=True)
-        state, handle = found
-        return state.model_recorded(msgspec.structs.replace(params, handle=handle))
-
-    def session_turn(self, params: TurnParams) -> None:
-        """``session/turn`` notification: count the turns a recording spans."""
-        self._state(params.sessionId, "session/turn").session_turn(params)
+    def _session(self, row: Method, method: str, params: Any) -> tuple[SessionState | None, Any]:
+        """The session that serves ``params`` (``None``: a closed warm session's notification),
+        and the params as its feature takes them."""
+        if row.via == "tool-call" and self.warm is not None:
+            state = self._tool_sessions.get(params.handle)
+            if state is None:
+                raise WarmSessionUnknown(method, None, handle=True)
+            return state, params
+        if row.via == "model-call" and self.warm is not None:
+            found = self._model_handles.pop(params.handle, None)
+            if found is None:
+                raise WarmSessionUnknown(method, None, handle=True)
+            found_state, handle = found
+            return found_state, msgspec.structs.replace(params, handle=handle)
+        session_id = params.sessionId if row.via == "id" else None
+        if row.gone_ok and self.warm is not None and not self.warm.is_open(session_id or ""):
+            return None, params
+        return self._state(session_id, method), params

@@ -12,7 +12,6 @@ import os
 from collections.abc import Callable, Mapping
 
 import msgspec
-from msgspec import UNSET, Raw
 
 from dsh_sidecar.bridge.hooks.mock import MockDriver
 from dsh_sidecar.bridge.hooks.model import ModelHooks
@@ -22,50 +21,22 @@ from dsh_sidecar.bridge.hooks.subagent import SubagentHooks
 from dsh_sidecar.bridge.hooks.tools import ToolHooks
 from dsh_sidecar.bridge.hooks.trace import Trace
 from dsh_sidecar.bridge.host.staging import SHARED_SESSIONS_VAR
-from dsh_sidecar.bridge.transport.later import Later, Pending
 from dsh_sidecar.bridge.transport.protocol import (
-    CancelParams,
-    CancelResult,
-    Empty,
-    ExecuteDecision,
-    ExecuteParams,
+    Feature,
     Hook,
-    LlmResponse,
-    LlmStreamParams,
-    MockCommandParams,
-    MockCommandResult,
-    ModelDecision,
-    ModelRecordedParams,
-    ModelRequestParams,
     NotInitialized,
-    PostExecuteDecision,
-    PostExecuteParams,
-    PreStepParams,
-    PreStepResult,
-    RegistryParams,
-    ResultParams,
-    RouteParams,
-    RouteResult,
-    SessionEndParams,
     ShutdownResult,
-    SubagentDecision,
-    SubagentOutcomeParams,
-    SubagentPublishedParams,
-    SubagentStartParams,
     TurnParams,
-    UpstreamFacts,
 )
-from dsh_sidecar.bridge.transport.report import CallPath, CassetteCounts, ReportedError, RunReport, write_report
+from dsh_sidecar.bridge.transport.report import CassetteCounts, ReportedError, RunReport, write_report
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_MOCK_REFUSED
 from dsh_sidecar.python_core.config import SidecarConfig
 from dsh_sidecar.python_core.errors import SidecarError
-from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
 from dsh_sidecar.python_core.turns import TurnLedger
 
 __all__ = ["SessionState"]
 
 
-_NULL = Raw(b"null")
 # The delegation tool whose children reach a provider's start(), which the cassette serves.
 REPLAYED_DELEGATION = frozenset({"subagent"})
 
@@ -89,10 +60,8 @@ class SessionState:
         self.startup_errors: list[SidecarError] = []
         # The run report's inputs, kept only when a report is configured.
         self._sessions: dict[str, None] = {}
-        self._calls: list[CallPath] = []
         self.turns = TurnLedger()
         # Features in the order they first refused a call: their errors and fixes print in that order.
-        self._refused: list[str] = []
 
     def open(self, config: SidecarConfig, host: Mapping[str, str | None]) -> None:
         """Open the features ``config`` names; ``hooks`` and ``ask_execute`` say what the shim installs."""
@@ -122,6 +91,8 @@ class SessionState:
                 or guarded):
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
                                         config.cwd, self.warn)
+            if config.report is not None:
+                self.tools.calls = []  # the run report names every call's structural path
             hooks.append("tools")
         # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
         ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
@@ -166,7 +137,9 @@ class SessionState:
             groups["model"], model_notes = await self.model.close()
             notes.extend(model_notes)
         # The cassette that refused first in the turn caused the rest: its errors and fix lead.
-        order = sorted(groups, key=lambda f: self._refused.index(f) if f in self._refused else len(self._refused))
+        refused = {"tool": None if self.tools is None else self.tools.refused_at,
+                   "model": None if self.model is None else self.model.refused_at}
+        order = sorted(groups, key=lambda f: (0, at) if (at := refused.get(f)) is not None else (1, 0))
         errors: list[SidecarError] = [*self.startup_errors, *(e for f in order for e in groups[f])]
         self.trace.write("shutdown", errors=[e.code for e in errors])
         self.trace.close()
@@ -219,101 +192,15 @@ class SessionState:
             ))
         return RunReport(
             cwd=self.config.cwd if self.config is not None else "", sessions=list(self._sessions),
-            calls=self._calls, cassettes=cassettes, errors=[ReportedError(e.code, e.message) for e in errors],
+            calls=[] if self.tools is None else list(self.tools.calls or ()), cassettes=cassettes,
+            errors=[ReportedError(e.code, e.message) for e in errors],
             notes=result.notes, exitCode=result.exitCode,
         )
 
-    def _tool_hooks(self) -> ToolHooks:
-        if self.tools is None:
-            raise NotInitialized("a tools hook")
-        return self.tools
-
-    def _mock(self) -> MockDriver:
-        if self.mock is None:
-            raise NotInitialized("an llm hook")
-        return self.mock
-
-    def tools_execute(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
-        """``tools/execute``: pass through, serve from the cassette, or refuse."""
-        decision = self._tool_hooks().execute(params)
-        if isinstance(decision, ExecuteDecision) and decision.action == "refuse":
-            self._refusal("tool")
-        return decision
-
-    def _refusal(self, feature: str) -> None:
-        if feature not in self._refused:
-            self._refused.append(feature)
-
-    def tools_post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
-        """``tools/post-execute``: capture the outcome at the post-execute input boundary."""
-        return self._tool_hooks().post_execute(params)
-
-    def tools_result(self, params: ResultParams) -> Later | None:
-        """``tools/result`` notification: the final outcome."""
-        written = self._tool_hooks().result(params)
-        if self.config is not None and self.config.report is not None:
-            value = params.result.value
-            self._calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
-        return written
-
-    def tools_registry(self, params: RegistryParams) -> Later | None:
-        """``tools/registry`` notification: the registered tools and the stand-ins."""
-        return self._tool_hooks().registry(params)
-
-    def llm_stream(self, params: LlmStreamParams) -> LlmResponse | Pending:
-        """``llm/stream``: the next response of the ``mock`` route (after its wait, if any)."""
-        return self._mock().respond(params)
-
-    def mock_pre_step(self, params: PreStepParams) -> PreStepResult:
-        """``mock/pre-step``: start a mock turn when the entering text is a ``/mock`` command."""
-        result = self._mock().pre_step(params)
-        self._sessions.setdefault(params.sessionId)
-        return result
-
-    def mock_route(self, params: RouteParams) -> RouteResult:
-        """``mock/route``: route exactly the mock turn to ``mock/mock``, restore afterwards."""
-        return self._mock().route(params)
-
-    def _subagents(self) -> SubagentHooks:
-        if self.subagents is None:
-            raise NotInitialized("a subagent hook")
-        return self.subagents
-
-    def subagent_hello(self, params: UpstreamFacts) -> Empty:
-        """``subagent/hello``: the upstream provider's facts, before any start."""
-        self._subagents().hello(params)
-        return Empty()
-
-    def subagent_start(self, params: SubagentStartParams) -> SubagentDecision | Later:
-        """``subagent/start``: forward, replay, or refuse one ``start()``."""
-        return self._subagents().start(params)
-
-    def subagent_published(self, params: SubagentPublishedParams) -> None:
-        """``subagent/published`` notification."""
-        self._subagents().published(params)
-
-    def subagent_outcome(self, params: SubagentOutcomeParams) -> Later | Empty:
-        """``subagent/outcome``: a forwarded run settled; answered once its line is durable."""
-        return self._subagents().outcome(params)
-
-    def _model(self) -> ModelHooks:
-        if self.model is None:
-            raise NotInitialized("a model hook")
-        return self.model
-
-    def model_request(self, params: ModelRequestParams) -> ModelDecision:
-        """``model/request``: pass, forward (record) or replay one ``stream()`` call."""
-        try:
-            return self._model().request(params)
-        except ModelCallLeftOut:
-            raise  # answered as a failed title, never a failure of the run
-        except SidecarError:
-            self._refusal("model")
-            raise
-
-    def model_recorded(self, params: ModelRecordedParams) -> Later | Empty:
-        """``model/recorded``: a forwarded call ended; its frame is fsync-ed before the answer."""
-        return self._model().recorded(params)
+    def feature(self, name: Feature) -> object | None:
+        """The part of this session that serves a routed method (``None``: the session has no such
+        feature): a feature's hooks, or this state itself for ``session``."""
+        return self if name == "session" else getattr(self, name)
 
     def session_turn(self, params: TurnParams) -> None:
         """``session/turn`` notification: count the turns a recording spans."""
@@ -324,15 +211,3 @@ class SessionState:
         else:
             busy = self.tools is not None and self.tools.busy()
             self.turns.end(params.sessionId, params.turn, params.reason, busy)
-
-    def mock_cancel(self, params: CancelParams) -> CancelResult:
-        """``mock/cancel``: the host aborted a mock stream; cancel the plan, return its status."""
-        return self._mock().cancel(params)
-
-    def mock_session_end(self, params: SessionEndParams) -> None:
-        """``mock/session-end``: forget the session's plans and routes (idempotent)."""
-        self._mock().end_session(params.sessionId)
-
-    def mock_command(self, params: MockCommandParams) -> MockCommandResult:
-        """``mock/command``: check a ``/mock`` slash command before the shim queues its turn."""
-        return self._mock().command(params)

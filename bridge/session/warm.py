@@ -136,7 +136,7 @@ class WarmHost:
             await self._reply(WarmReply(id=run.id, unsuited=f"tool {missing[0]} must be stood up from the cassette"))
             return None
         if self._registry is not None and state.tools is not None:
-            later = state.tools_registry(self._registry)
+            later = state.tools.registry(self._registry)
             if isinstance(later, Later):
                 await later.writer.written(later.ticket)
         while any(o.run.cwd != run.cwd for o in self._open.values()):

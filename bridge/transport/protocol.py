@@ -24,7 +24,10 @@ from dsh_sidecar.python_core.tool_cassette.host_state import HostCapture
 __all__ = [
     "INITIALIZE",
     "METHODS",
+    "NEXT_NO_POST",
+    "PASS_MODEL",
     "PROTOCOL_VERSION",
+    "REQUIRED",
     "AlreadyInitialized",
     "CallHandle",
     "CancelParams",
@@ -32,6 +35,7 @@ __all__ = [
     "Empty",
     "ExecuteDecision",
     "ExecuteParams",
+    "Feature",
     "Hook",
     "HookNotEnabled",
     "InitializeParams",
@@ -72,6 +76,7 @@ __all__ = [
     "ToolCallOut",
     "TurnParams",
     "UpstreamFacts",
+    "Via",
     "WarmDoneParams",
     "WarmJob",
     "WarmNextParams",
@@ -539,19 +544,44 @@ class WarmDoneParams(_Closed):
 
 
 Hook = Literal["tools", "llm", "subagent", "model", "turns", "warm"]
+Feature = Literal["tools", "mock", "model", "subagents", "session"]
+"""Which part of a session serves a routed method: a feature's hooks (``bridge/hooks/``), or
+``session``, the session's own state (``bridge/session/state.py``)."""
+Via = Literal["id", "process", "tool-call", "model-call"]
+"""How the router finds a routed method's session: by the params' ``sessionId`` (a plain run's
+one session whatever it says), the process's session (no id on the wire: a warm host refuses
+it), or the session a call's handle was given out by (``tools/execute``, ``model/request``)."""
+
+
+class _Required:
+    """A routed row without an ``absent`` answer: a session without the feature refuses it."""
+
+
+REQUIRED = _Required()
+# A session with no tool feature: its calls run untouched and post-execute is not asked.
+NEXT_NO_POST = ExecuteDecision(action="next", post=False)
+# A session with no model cassette: every stream() call passes through.
+PASS_MODEL = ModelDecision(action="pass")
 
 
 @dataclass(frozen=True)
 class Method:
-    """One row of the method table: everything dispatch needs to know about a method.
+    """One row of the method table: everything dispatch and routing need to know about a method.
 
-    ``handler`` names the ``Sidecar`` method that serves it. ``inline`` rows run in the reader, in
-    arrival order (the order the cassettes number): the per-call hooks, plain functions, and
-    ``initialize``, awaited (nothing is read before the handshake is answered); an inline
-    answer that must wait comes back as a ``Later`` or ``Pending`` (``bridge/transport/later.py``) and
-    is completed in a task. The others run as tasks that may wait and can be cancelled. A
-    method with a ``hook`` may arrive only after ``initialize`` enabled that hook group;
-    ``result`` ``None`` marks a notification.
+    ``inline`` rows run in the reader, in arrival order (the order the cassettes number): the
+    per-call hooks, plain functions, and ``initialize``, awaited (nothing is read before the
+    handshake is answered); an inline answer that must wait comes back as a ``Later`` or
+    ``Pending`` (``bridge/transport/later.py``) and is completed in a task. The others run as
+    tasks that may wait and can be cancelled. A method with a ``hook`` may arrive only after
+    ``initialize`` enabled that hook group; ``result`` ``None`` marks a notification.
+
+    A row with a ``feature`` is routed (``bridge/session/sidecar.py``): its session is found
+    ``via`` the row's rule, and ``handler`` names the method of that session's feature that
+    serves it; ``absent`` answers a session without the feature. ``opens``/``closes`` give a
+    call's handle to its session (for the rows found ``via`` it), ``notes`` names the session in
+    the run report. A row without a ``feature`` is served by
+    the connection's own method ``handler`` (the handshake, shutdown, the warm host's runner).
+    Adding a hook is a row here, its handler in the feature, and the shim.
     """
 
     params: type[msgspec.Struct]
@@ -559,6 +589,14 @@ class Method:
     handler: str
     inline: bool = True
     hook: Hook | None = None
+    feature: Feature | None = None
+    via: Via = "id"
+    absent: object = REQUIRED
+    opens: Via | None = None
+    closes: Via | None = None
+    notes: bool = False
+    gone_ok: bool = False
+    """A warm session that already closed: the notification is dropped (its state went with it)."""
 
 
 INITIALIZE = "initialize"
@@ -566,23 +604,31 @@ INITIALIZE = "initialize"
 METHODS: dict[str, Method] = {
     INITIALIZE: Method(InitializeParams, InitializeResult, "initialize"),
     "shutdown": Method(ShutdownParams, ShutdownResult, "shutdown", inline=False),
-    "tools/execute": Method(ExecuteParams, ExecuteDecision, "tools_execute", hook="tools"),
-    "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "tools_post_execute", hook="tools"),
-    "tools/result": Method(ResultParams, None, "tools_result", hook="tools"),
+    "tools/execute": Method(ExecuteParams, ExecuteDecision, "execute", hook="tools", feature="tools",
+                            absent=NEXT_NO_POST, opens="tool-call"),
+    "tools/post-execute": Method(PostExecuteParams, PostExecuteDecision, "post_execute", hook="tools",
+                                 feature="tools", via="tool-call"),
+    "tools/result": Method(ResultParams, None, "result", hook="tools", feature="tools", absent=None,
+                           closes="tool-call"),
     "tools/registry": Method(RegistryParams, None, "tools_registry", hook="tools"),
-    "llm/stream": Method(LlmStreamParams, LlmResponse, "llm_stream", hook="llm"),
-    "mock/pre-step": Method(PreStepParams, PreStepResult, "mock_pre_step", hook="llm"),
-    "mock/route": Method(RouteParams, RouteResult, "mock_route", hook="llm"),
-    "mock/command": Method(MockCommandParams, MockCommandResult, "mock_command", hook="llm"),
-    "mock/session-end": Method(SessionEndParams, None, "mock_session_end", hook="llm"),
-    "mock/cancel": Method(CancelParams, CancelResult, "mock_cancel", hook="llm"),
-    "subagent/hello": Method(UpstreamFacts, Empty, "subagent_hello", hook="subagent"),
-    "subagent/start": Method(SubagentStartParams, SubagentDecision, "subagent_start", hook="subagent"),
-    "subagent/published": Method(SubagentPublishedParams, None, "subagent_published", hook="subagent"),
-    "subagent/outcome": Method(SubagentOutcomeParams, Empty, "subagent_outcome", hook="subagent"),
-    "model/request": Method(ModelRequestParams, ModelDecision, "model_request", hook="model"),
-    "model/recorded": Method(ModelRecordedParams, Empty, "model_recorded", hook="model"),
-    "session/turn": Method(TurnParams, None, "session_turn", hook="turns"),
+    "llm/stream": Method(LlmStreamParams, LlmResponse, "respond", hook="llm", feature="mock"),
+    "mock/pre-step": Method(PreStepParams, PreStepResult, "pre_step", hook="llm", feature="mock", notes=True),
+    "mock/route": Method(RouteParams, RouteResult, "route", hook="llm", feature="mock"),
+    "mock/command": Method(MockCommandParams, MockCommandResult, "command", hook="llm", feature="mock"),
+    "mock/session-end": Method(SessionEndParams, None, "session_end", hook="llm", feature="mock", gone_ok=True),
+    "mock/cancel": Method(CancelParams, CancelResult, "cancel", hook="llm", feature="mock"),
+    "subagent/hello": Method(UpstreamFacts, Empty, "hello", hook="subagent", feature="subagents", via="process"),
+    "subagent/start": Method(SubagentStartParams, SubagentDecision, "start", hook="subagent", feature="subagents",
+                             via="process"),
+    "subagent/published": Method(SubagentPublishedParams, None, "published", hook="subagent",
+                                 feature="subagents", via="process"),
+    "subagent/outcome": Method(SubagentOutcomeParams, Empty, "outcome", hook="subagent", feature="subagents",
+                               via="process"),
+    "model/request": Method(ModelRequestParams, ModelDecision, "request", hook="model", feature="model",
+                            absent=PASS_MODEL, opens="model-call"),
+    "model/recorded": Method(ModelRecordedParams, Empty, "recorded", hook="model", feature="model",
+                             via="model-call"),
+    "session/turn": Method(TurnParams, None, "session_turn", hook="turns", feature="session"),
     "warm/next": Method(WarmNextParams, WarmJob, "warm_next", hook="warm"),
     "warm/done": Method(WarmDoneParams, Empty, "warm_done", hook="warm"),
 }

@@ -36,7 +36,7 @@ import traceback
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import msgspec
@@ -195,10 +195,17 @@ def _task(method: str, params: type[msgspec.Struct], handler: Callable[[Any], Aw
     return run
 
 
-class Server:
-    """Serve one connection for ``target`` (whose methods the table names) until end of input."""
+class Target(Protocol):
+    """What a server serves: the handler of each method of the table it serves (``None``: not served)."""
 
-    def __init__(self, target: object, *, max_line: int = MAX_LINE) -> None:
+    def handler_for(self, method: str) -> Callable[[Any], Any] | None: ...
+
+
+class Server:
+    """Serve one connection for ``target`` (which names a handler per method of the table) until
+    end of input."""
+
+    def __init__(self, target: Target, *, max_line: int = MAX_LINE) -> None:
         self.conn = RpcConnection()
         self.lifecycle = Lifecycle()
         self.max_line = max_line
@@ -206,7 +213,7 @@ class Server:
         # jsonrpcserver's method table, built per connection (no module-global registry).
         self._tasks: dict[str, _Task] = {}
         for name, row in METHODS.items():
-            handler = getattr(target, row.handler, None)
+            handler = target.handler_for(name)
             if handler is None:
                 continue
             if row.inline:

@@ -61,7 +61,7 @@ class _Send(ByteSendStream):
 
 
 class Target:
-    """Handlers under the names the method table gives; ``initialize`` enables ``hooks``."""
+    """Handlers by method (``tools_execute`` serves ``tools/execute``); ``initialize`` enables ``hooks``."""
 
     def __init__(self, hooks: Sequence[str] = ("tools", "llm", "subagent"), **handlers: Any) -> None:
         self.hooks = list(hooks)
@@ -69,7 +69,12 @@ class Target:
         if stream is not None and inspect.iscoroutinefunction(stream):
             # As the mock driver does for a step with a wait: the answer comes from a task.
             handlers["llm_stream"] = lambda params: Pending(lambda: stream(params))
-        self.__dict__.update(handlers)
+        self.handlers = {name.replace("_", "/", 1): handler for name, handler in handlers.items()}
+
+    def handler_for(self, method: str) -> Any:
+        if method == "initialize":
+            return self.initialize
+        return self.handlers.get(method)
 
     async def initialize(self, _params: InitializeParams) -> InitializeResult:
         return InitializeResult(protocolVersion=1, hooks=self.hooks, sidecarVersion="test")  # type: ignore[arg-type]

@@ -96,22 +96,22 @@ async def test_a_run_becomes_a_session_whose_hooks_route_to_its_own_state(
     first, second = await _next(sidecar), await _next(sidecar)
     assert (first.cwd, first.task) == (str(tmp_path), "hi") and first.sessionId != second.sessionId
     # Each session decides with its own config: the second blocks live tools, the first does not.
-    assert sidecar.tools_execute(_call(first.sessionId, 1)).action == "next"  # type: ignore[union-attr]
-    refused = sidecar.tools_execute(_call(second.sessionId, 2))
+    assert sidecar.route("tools/execute", _call(first.sessionId, 1)).action == "next"  # type: ignore[union-attr]
+    refused = sidecar.route("tools/execute", _call(second.sessionId, 2))
     assert refused.action == "refuse" and refused.code == "LIVE_TOOL_BLOCKED"  # type: ignore[union-attr]
     with pytest.raises(WarmSessionUnknown, match="names no session"):
-        sidecar.tools_execute(_call(None))
+        sidecar.route("tools/execute", _call(None))
     with pytest.raises(WarmSessionUnknown, match="not open"):
-        sidecar.session_turn(TurnParams(sessionId="session-other", turn=1, phase="start"))
+        sidecar.route("session/turn", TurnParams(sessionId="session-other", turn=1, phase="start"))
     done = sidecar.warm_done(WarmDoneParams(sessionId=second.sessionId, text="ok", reason="completed"))
     await done.answer()
     reply = await control.reply()
     assert (reply.id, reply.sessionId, reply.exitCode, reply.stdout) == (2, second.sessionId, 1, "ok\n")
     assert reply.stderr.splitlines()[0].startswith("dsh-sidecar: LIVE_TOOL_BLOCKED: tool echo (call root/0)")
     # The first session lives on; a closed one is unknown from now on.
-    assert sidecar.tools_execute(_call(first.sessionId, 3)).action == "next"  # type: ignore[union-attr]
+    assert sidecar.route("tools/execute", _call(first.sessionId, 3)).action == "next"  # type: ignore[union-attr]
     with pytest.raises(WarmSessionUnknown):
-        sidecar.tools_execute(_call(second.sessionId, 4))
+        sidecar.route("tools/execute", _call(second.sessionId, 4))
     await sidecar.warm_done(WarmDoneParams(sessionId=first.sessionId, reason="error", code="X", message="m")).answer()
     reply = await control.reply()
     assert (reply.id, reply.exitCode, reply.stderr) == (1, 1, "dsh: X: m\n")
@@ -183,7 +183,7 @@ async def test_a_closed_session_leaves_nothing_behind(warm: tuple[Sidecar, Contr
         await control.send(_run(tmp_path, i, {"liveTools": ["echo"]}))
         job = await _next(sidecar)
         refs.append(weakref.ref(sidecar.warm.state(job.sessionId, "test")))
-        sidecar.tools_execute(_call(job.sessionId, i))
+        sidecar.route("tools/execute", _call(job.sessionId, i))
         await sidecar.warm_done(WarmDoneParams(sessionId=job.sessionId, reason="completed")).answer()
         assert (await control.reply()).exitCode == 0
     gc.collect()
@@ -199,7 +199,8 @@ async def test_a_handle_no_open_session_gave_out_is_warm_session_unknown(
     sidecar, _control = warm
     with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as post:
         unknown = b'{"handle":"h-unknown","path":"root/0","tool":"echo","result":{"content":[],"isError":false}}'
-        sidecar.tools_post_execute(msgspec.json.decode(unknown, type=PostExecuteParams))
+        sidecar.route("tools/post-execute", msgspec.json.decode(unknown, type=PostExecuteParams))
     with pytest.raises(WarmSessionUnknown, match="a call handle no open session gave out") as recorded:
-        sidecar.model_recorded(ModelRecordedParams(handle=99, chunks=msgspec.Raw(b"[]"), atMs=[], complete=True))
+        recorded_params = ModelRecordedParams(handle=99, chunks=msgspec.Raw(b"[]"), atMs=[], complete=True)
+        sidecar.route("model/recorded", recorded_params)
     assert post.value.code == recorded.value.code == "WARM_SESSION_UNKNOWN"
