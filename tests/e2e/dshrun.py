@@ -176,10 +176,18 @@ class Dsh:
 
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Wait until ``predicate()`` holds, polling a file-backed condition (never a fixed sleep)."""
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0,
+             proc: subprocess.Popen[str] | None = None) -> None:
+    """Wait until ``predicate()`` holds, polling a file-backed condition (never a fixed sleep).
+
+    With ``proc``, a process that exits first fails the wait at once with what it printed (a
+    timeout would hide why the condition never came).
+    """
     deadline = time.monotonic() + timeout
     while not predicate():
+        if proc is not None and proc.poll() is not None:
+            _, stderr = proc.communicate()
+            raise AssertionError(f"the run exited {proc.returncode} before the condition: {stderr[-2000:]}")
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached before the timeout")
         time.sleep(0.02)

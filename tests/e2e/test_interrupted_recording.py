@@ -79,9 +79,9 @@ def test_an_interrupted_recording_keeps_its_partial_and_fails(
     proc = dsh.start(_script(dsh, steps))
     bodies = dsh.cwd / "tool-bodies.log"
     if where == "between":
-        wait_for(lambda: _model_waits_before_step(dsh, k + 1))
+        wait_for(lambda: _model_waits_before_step(dsh, k + 1), proc=proc)
     else:
-        wait_for(lambda: bodies.exists() and "sleepy" in bodies.read_text())
+        wait_for(lambda: bodies.exists() and "sleepy" in bodies.read_text(), proc=proc)
 
     proc.send_signal(sig)
     run = dsh.finished(proc, timeout=60)
