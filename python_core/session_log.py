@@ -24,9 +24,8 @@ import msgspec
 
 from dsh_sidecar.python_core.canonical import DEPTH_REASON, too_deep
 from dsh_sidecar.python_core.errors import SidecarError
-from dsh_sidecar.python_core.mock.errors import InvalidScript
-from dsh_sidecar.python_core.mock.plan import MockStatus
-from dsh_sidecar.python_core.mock.source import decode_source
+from dsh_sidecar.python_core.session_bytes import LogBytesInvalid, session_text
+from dsh_sidecar.python_core.session_records import MockStatus
 
 __all__ = [
     "LOG_NAMES",
@@ -177,8 +176,8 @@ def decode_session_log(data: bytes, *, source: str = "session log") -> list[dict
             the wrong shape.
     """
     try:
-        _, text = decode_source(data, source=source)
-    except InvalidScript as exc:
+        _, text = session_text(data)
+    except LogBytesInvalid as exc:
         raise SessionLogInvalid(source, exc.reason, exc.line) from None
     return [_event(raw, source, number) for number, raw in enumerate(text.split(b"\n"), 1) if raw.strip()]
 

@@ -16,7 +16,7 @@ wait on that edge; the final text response has no wait (it is presentation, not 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 
@@ -39,6 +39,7 @@ from dsh_sidecar.python_core.mock.errors import (
 )
 from dsh_sidecar.python_core.mock.reasons import full_message_hint, schema_reasons
 from dsh_sidecar.python_core.mock.script import MAX_WAIT_MS, Script, executable_steps, script_id
+from dsh_sidecar.python_core.session_records import MockStatus, Mode, Phase, PlanState
 
 __all__ = [
     "DEFAULT_GAP_MS",
@@ -60,11 +61,6 @@ __all__ = [
 
 DEFAULT_GAP_MS: Final = 100
 
-PlanState = Literal["ready", "awaiting-results", "succeeded", "failed", "cancelled"]
-Mode = Literal["run", "replay"]
-# What a person sees (docs/web-ui.md): the row's phase and which card, if any, to show.
-Phase = Literal["queued", "running", "completed", "failed", "cancelled"]
-Card = Literal["invalid-script", "tool-stop"]
 
 _PHASE: Final[dict[PlanState, Phase]] = {
     "ready": "queued",
@@ -135,43 +131,6 @@ class ObservedResult(msgspec.Struct, frozen=True):
     session_id: str | None = None
     error_message: str | None = None
     """The runtime's error message; only schema reasons of known shapes are ever shown."""
-
-
-class MockStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything the web UI's status row and cards need (docs/web-ui.md); appended as a ``mock/status`` event.
-
-    ``step_count`` counts executable top-level steps only (a parallel group is one step, waits
-    are not steps). ``steps_started`` counts steps handed to the bridge (their wait included);
-    ``steps_completed`` counts steps whose every result arrived without error.
-
-    The UI fields are decided here so the browser part only renders: ``phase``; ``step``, the
-    progress numerator over ``step_count`` (the step running, the failing step, or all steps
-    once completed); ``card``, the card to show (``invalid-script`` for a turn refused before
-    any tool ran, ``tool-stop`` when a real tool result stopped the plan); ``location``, where
-    in the source an invalid script is wrong; ``runtime_code``, the code of the real failing
-    tool result. ``mode`` is None only when the command was refused before its mode was known.
-    """
-
-    session_id: str
-    turn_id: str
-    mode: Mode | None
-    source_format: str
-    source_name: str | None
-    script_id: str
-    step_count: int
-    steps_started: int
-    steps_completed: int
-    state: PlanState
-    error_code: str | None = None
-    error_message: str | None = None
-    failed_tool: str | None = None
-    failed_step: int | None = None
-    steps_stopped: int = 0
-    phase: Phase = "queued"
-    step: int = 0
-    card: Card | None = None
-    location: str | None = None
-    runtime_code: str | None = None
 
 
 def _checked_ms(field: str, value: int | None) -> int | None:

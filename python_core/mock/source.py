@@ -14,14 +14,17 @@ import os
 import os.path
 from typing import Final, Literal
 
-import msgspec
-import zstandard
-
-from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.files import FileRefused, display_name, open_regular, reason_of
 from dsh_sidecar.python_core.mock.convert import convert_session
 from dsh_sidecar.python_core.mock.errors import InvalidScript, SourceUnreadable
 from dsh_sidecar.python_core.mock.script import Script, decode_script
+from dsh_sidecar.python_core.session_bytes import (
+    MAX_DECODED_BYTES,
+    ZSTD_MAGIC,
+    LogBytesInvalid,
+    is_session_jsonl,
+    session_text,
+)
 
 __all__ = [
     "MAX_DECODED_BYTES",
@@ -37,19 +40,8 @@ __all__ = [
 
 SourceFormat = Literal["canonical-json", "dsh-jsonl", "dsh-jsonl-zstd"]
 
-ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
-# Caps keep a hostile or mistaken source from exhausting memory; real session logs are far
-# smaller (a 200-step replay log is a few MB).
+# Keeps a hostile or mistaken source from exhausting memory (MAX_DECODED_BYTES caps its text).
 MAX_SOURCE_BYTES: Final = 512 * 1024 * 1024
-MAX_DECODED_BYTES: Final = 2 * 1024 * 1024 * 1024
-_FEED: Final = 1024 * 1024
-
-
-class _Kind(msgspec.Struct):
-    type: str | None = None
-
-
-_KIND: Final = msgspec.json.Decoder(_Kind)
 
 
 def source_name_for(path: str) -> str:
@@ -86,50 +78,7 @@ def detect_format(data: bytes) -> SourceFormat:
     """Tell which input adapter handles ``data`` (see the module rule)."""
     if data.startswith(ZSTD_MAGIC):
         return "dsh-jsonl-zstd"
-    # Slice the first line only: splitting would copy the rest of a 50 MB log.
-    end = data.find(b"\n")
-    first = data if end < 0 else data[:end]
-    if too_deep(first):
-        return "canonical-json"  # the strict script decoder names the depth
-    try:
-        kind = _KIND.decode(first)
-    except msgspec.DecodeError:
-        return "canonical-json"
-    return "dsh-jsonl" if kind.type == "session" else "canonical-json"
-
-
-def _decompress(data: bytes, source: str) -> bytes:
-    """Decode every concatenated zstd frame; fail on a truncated or corrupt stream."""
-    dctx = zstandard.ZstdDecompressor()
-    out: list[bytes] = []
-    total = 0
-    pos = 0
-    feed = b""
-    in_frame = False
-    obj = dctx.decompressobj()
-    try:
-        while feed or pos < len(data):
-            if not feed:
-                feed = data[pos : pos + _FEED]
-                pos += len(feed)
-            piece = obj.decompress(feed)
-            in_frame = True
-            total += len(piece)
-            if total > MAX_DECODED_BYTES:
-                raise InvalidScript(source, f"zstd content exceeds {MAX_DECODED_BYTES} bytes")
-            out.append(piece)
-            if obj.eof:
-                # Each DSH append batch is its own frame; start a fresh decoder for the next.
-                feed = obj.unused_data
-                obj = dctx.decompressobj()
-                in_frame = False
-            else:
-                feed = b""
-    except zstandard.ZstdError:
-        raise InvalidScript(source, "corrupt zstd stream") from None
-    if in_frame:
-        raise InvalidScript(source, "truncated zstd stream (the last frame is incomplete)")
-    return b"".join(out)
+    return "dsh-jsonl" if is_session_jsonl(data) else "canonical-json"
 
 
 def decode_source(data: bytes, *, source: str) -> tuple[SourceFormat, bytes]:
@@ -139,11 +88,10 @@ def decode_source(data: bytes, *, source: str) -> tuple[SourceFormat, bytes]:
         InvalidScript: zstd content that is corrupt, truncated or not a session log.
     """
     kind = detect_format(data)
-    if kind != "dsh-jsonl-zstd":
-        return kind, data
-    text = _decompress(data, source)
-    if detect_format(text) != "dsh-jsonl":
-        raise InvalidScript(source, "zstd content is not a DSH session log", line=1)
+    try:
+        _, text = session_text(data)
+    except LogBytesInvalid as exc:
+        raise InvalidScript(source, exc.reason, line=exc.line) from None
     return kind, text
 
 

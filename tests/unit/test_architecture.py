@@ -60,3 +60,31 @@ def test_python_core_never_imports_bridge() -> None:
         if module.startswith("dsh_sidecar.bridge")
     ]
     assert not wrong
+
+
+FEATURES = ("mock", "tool_cassette", "model_cassette", "subagent_cassette")
+# The sidecar row's config is the one module above the features: it composes each one's section.
+ABOVE_FEATURES = {"config.py"}
+
+
+def test_python_cores_shared_modules_depend_on_no_feature() -> None:
+    wrong = [
+        f"python_core/{path.name} imports {module}"
+        for path in sorted((ROOT / "python_core").glob("*.py"))
+        if path.name not in ABOVE_FEATURES
+        for module in _imports(path)
+        if module.startswith("dsh_sidecar.python_core.") and module.split(".")[2] in FEATURES
+    ]
+    assert not wrong
+
+
+def test_a_feature_imports_no_other_feature() -> None:
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for feature in FEATURES
+        for path in sorted((ROOT / "python_core" / feature).rglob("*.py"))
+        for module in _imports(path)
+        if module.startswith("dsh_sidecar.python_core.") and module.split(".")[2] in FEATURES
+        and module.split(".")[2] != feature
+    ]
+    assert not wrong
