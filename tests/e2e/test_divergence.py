@@ -38,7 +38,8 @@ export function apply(ctx, config) {
   const text = { type: 'string', required: true }
   ctx.tools.register(defineTool({
     name: 'memo_save', description: 'Save a memo.', parameters: { text },
-    output: { schema: { type: 'object', additionalProperties: false, properties: { saved: { type: 'number', required: true } } },
+    output: { schema: { type: 'object', additionalProperties: false,
+      properties: { saved: { type: 'number', required: true } } },
       render: (_args, v) => [{ type: 'text', text: `saved ${v.saved}` }] },
     async execute(args) {
       const memos = [...read(), args.text]
@@ -56,7 +57,8 @@ export function apply(ctx, config) {
     async execute() {
       const t0 = performance.now()
       const memos = read()
-      return { memos: memos.join('\\n'), count: memos.length, ...(config.took ? { took: performance.now() - t0 + Math.random() } : {}) }
+      const took = config.took ? { took: performance.now() - t0 + Math.random() } : {}
+      return { memos: memos.join('\\n'), count: memos.length, ...took }
     },
   }))
   if (config.section) {
@@ -103,7 +105,8 @@ def test_a_replay_whose_unserved_state_is_gone_is_named_once_and_fails_only_when
 ) -> None:
     row = _row(tmp_path, store, section=True)
     cassette = ToolCassette(file="memo.tools.ndjson", include=["memo_save"])
-    common: dict[str, Any] = {"cwd": tmp_path, "rows": [row], "warm": pool if warm else False, "tool_cassette": cassette}
+    common: dict[str, Any] = {"cwd": tmp_path, "rows": [row], "warm": pool if warm else False,
+                              "tool_cassette": cassette}
     recorded = run(script=SAVE_THEN_LIST, record_mode="once", **common)
     assert recorded.ok, recorded.explain()
     assert recorded.result("memo_list").output == "buy milk"
