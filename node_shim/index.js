@@ -14,6 +14,7 @@ import { installMockRoute } from './mock.js'
 import { installModelCassette } from './model.js'
 import { RemoteError, Rpc, SidecarUnavailable, messageOf, plain } from './rpc.js'
 import { installSubagentProvider } from './subagent.js'
+import { installStepWatch } from './steps.js'
 import { installToolHooks } from './tools.js'
 import { runWarmHost } from './warm.js'
 
@@ -152,6 +153,7 @@ export async function apply(ctx, config) {
   if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry, reply.warm)
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
+  if (hooks.has('steps')) installStepWatch(ctx, live)
   if (hooks.has('turns')) {
     // Python publishes a recording only once its turn really ended: forward turn boundaries.
     ctx.on('session/event', (session, event) => {

@@ -35,7 +35,7 @@ export type ToolCall = ToolDispatchExecution & Pick<ToolRunContext, 'deferContex
  */
 export interface InitializeResult {
   protocolVersion: number
-  hooks: Array<'tools' | 'llm' | 'subagent' | 'model' | 'turns' | 'warm'>
+  hooks: Array<'tools' | 'llm' | 'subagent' | 'model' | 'turns' | 'warm' | 'steps'>
   sidecarVersion: string
   subagent?: SubagentSetup
   askExecute?: boolean
@@ -231,6 +231,7 @@ export interface Notifications {
   'mock/session-end': { sessionId: string }
   'subagent/published': { handle: CallHandle, childId: string }
   'session/turn': { sessionId: string, turn: number, phase: 'start' | 'end', reason?: string | null }
+  'model/step': { sessionId: string, turn: number, step: number, system: string | null, tools: { name: string, description?: string, parameters?: unknown }[] }
 }
 
 /** The upstream subagent provider's facts. */

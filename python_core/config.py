@@ -3,7 +3,8 @@
 Top-level keys: ``python`` (read by the shim), ``toolCassette``, ``mock``, ``subagentCassette``,
 ``modelCassette``, ``trace``, ``report``, ``stubs`` (python_core/stubs.py), ``liveTools`` (the
 offline guard: the tools that may run live when no cassette serves them, ``*`` for all; absent:
-no guard). Each feature section is parsed by its own package's config module; paths come out
+no guard), ``strictReplay`` (a replay that diverged from its recording fails the run instead of
+warning: docs/test-logic.md). Each feature section is parsed by its own package's config module; paths come out
 resolved against the DSH cwd and checked (``config_paths``).
 Every refusal, at any depth, is a ``ConfigError`` naming the field, so a typo fails the DSH boot
 instead of being ignored; nothing is opened or created before the whole tree parsed.
@@ -35,7 +36,7 @@ __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
 _TOP_LEVEL = (
     "python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs", "liveTools",
-    "warm",
+    "warm", "strictReplay",
 )
 # A standalone tool cassette plugin takes these three keys as its whole row config; here one row
 # serves every feature, so they sit in the row's `toolCassette` section.
@@ -65,6 +66,8 @@ class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     """Tools allowed to run live with no cassette serving them (``*``: all); ``None``: no guard."""
     warm: str | None = None
     """A warm host's control socket (docs/warm-host.md): sessions bring their own config."""
+    strict_replay: bool = False
+    """A replay that diverged from its recording (``REPLAY_DIVERGED``) fails the run; else a warning."""
 
 
 def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
@@ -108,6 +111,9 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     live = raw.get("liveTools")
     if live is not None and (not isinstance(live, list) or not all(isinstance(t, str) and t for t in live)):
         raise ConfigError("liveTools", "must be a list of tool names (or [\"*\"] for all)")
+    strict = raw.get("strictReplay", False)
+    if not isinstance(strict, bool):
+        raise ConfigError("strictReplay", "must be true or false")
     mock = raw.get("mock")
     parsed_mock = MockConfig() if mock is None else parse_mock(mock)
     trace_path = None if trace is None else os.path.join(cwd, trace)
@@ -130,6 +136,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         stubs=stubs,
         live_tools=None if live is None else tuple(live),
         warm=warm,
+        strict_replay=strict,
     )
     if config.model_cassette is not None:
         check_path("modelCassette.file", config.model_cassette.file,

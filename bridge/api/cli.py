@@ -290,15 +290,17 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
 @click.option("--timeout", type=float, default=120.0, show_default=True, help="Seconds before the run is killed.")
 @click.option("--json", "as_json", is_flag=True, help="Print the typed result as JSON (docs/run-result.schema.json).")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="JSON object of test logic: filters, allow_redacted_replay, ignore, faults, stubs "
+              help="JSON object of test logic: filters, allow_redacted_replay, ignore, faults, stubs, volatile "
                    "(docs/test-logic.md).")
 @click.option("--all-rows", is_flag=True,
               help="Compose every profile row, also those the run cannot use (docs/cold-boot.md).")
+@click.option("--strict-replay", is_flag=True,
+              help="A replay that diverged from its recording (REPLAY_DIVERGED) fails the run (default: a warning).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
     model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
     patches: tuple[str, ...], inserted: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
-    config_file: str | None, all_rows: bool,
+    config_file: str | None, all_rows: bool, strict_replay: bool,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -326,6 +328,7 @@ def run_command(
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`", skip_unused_rows=not all_rows,
+            strict_replay=strict_replay,
         )
     except SidecarError as exc:
         _fail(exc)

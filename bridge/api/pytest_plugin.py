@@ -40,6 +40,7 @@ from dsh_sidecar.bridge.api.types import (
     ModelCassette,
     RecordedFailure,
     RecordMode,
+    ReplayDivergence,
     Row,
     RunResult,
     SubagentCassette,
@@ -78,6 +79,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "docs/warm-host.md).",
     )
     group.addoption(
+        "--dsh-strict-replay", action="store_true",
+        help="A replay that diverged from its recording (REPLAY_DIVERGED) fails the test (default: a warning).",
+    )
+    group.addoption(
         "--dsh-all-rows", action="store_true",
         help="Compose every profile row, also those a run cannot use (default: skipped; docs/cold-boot.md).",
     )
@@ -85,6 +90,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "use are skipped; docs/cold-boot.md)", type="bool", default=False)
     parser.addini("dsh_cold", "boot one DSH process per dsh run (default: false, a warm host per xdist "
                   "worker and composition; docs/warm-host.md)", type="bool", default=False)
+    parser.addini("dsh_strict_replay", "a replay that diverged from its recording (REPLAY_DIVERGED) fails "
+                  "the test (default: false, a warning)", type="bool", default=False)
     parser.addini("dsh_allow_live_tools", "tools that may run live in record mode none (`*`: all); "
                   "default: none", type="linelist", default=[])
     parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
@@ -93,9 +100,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None, cold=False): "
-        "cassette base path (relative to the test file), record mode, test logic (merged over the dsh_config "
-        "fixture), the tools allowed to run live (True: all) and a DSH process per run (cold) for the dsh fixture",
+        "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None, cold=False, "
+        "strict=False): cassette base path (relative to the test file), record mode, test logic (merged over the "
+        "dsh_config fixture), the tools allowed to run live (True: all), a DSH process per run (cold) and a "
+        "replay that diverged from its recording failing the test (strict) for the dsh fixture",
     )
 
 
@@ -159,6 +167,8 @@ class DshRunner:
         self.skip_unused_rows = not (config.getoption("--dsh-all-rows") or config.getini("dsh_all_rows"))
         cold = config.getoption("--dsh-cold") or config.getini("dsh_cold") or marked.get("cold") is True
         self.warm: bool | WarmPool = False if cold or pool is None else pool
+        self.strict_replay = bool(config.getoption("--dsh-strict-replay") or config.getini("dsh_strict_replay")
+                                  or marked.get("strict") is True)
         self.nodeid = request.node.nodeid
         self.runs: list[RunResult] = []
 
@@ -214,6 +224,7 @@ class DshRunner:
         options.setdefault("allow_live_tools", self.allow_live_tools)
         options.setdefault("skip_unused_rows", self.skip_unused_rows)
         options.setdefault("warm", self.warm)
+        options.setdefault("strict_replay", self.strict_replay)
         missing: str | None = None
         try:
             result = run(
@@ -234,9 +245,13 @@ class DshRunner:
         for line in _recorded_failures(result):
             # A passing test's stderr is never shown: the line the run printed becomes a warning.
             warnings.warn(RecordedFailure(line), stacklevel=2)
+        for line in result.stderr.splitlines():
+            if line.startswith(_DIVERGED_LINE):
+                warnings.warn(ReplayDivergence(line.removeprefix("dsh-sidecar: warning: ")), stacklevel=2)
         return result
 
 
+_DIVERGED_LINE = "dsh-sidecar: warning: REPLAY_DIVERGED: "
 _FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT_CHILD_FAILED: ")
 
 
@@ -249,7 +264,7 @@ def _recorded_failures(result: RunResult) -> list[str]:
     return [line.removeprefix("dsh-sidecar: ") for line in lines if line.startswith(_FAILURE_LINES)]
 
 
-_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold")
+_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict")
 
 
 def _check_marker(marker: pytest.Mark | None) -> None:
@@ -270,8 +285,8 @@ def _check_marker(marker: pytest.Mark | None) -> None:
             pytest.fail(f"{where}(config={shown}): not a mapping; give a dict of test logic", pytrace=False)
         if key == "cassette" and (not isinstance(value, str) or not value):
             pytest.fail(f"{where}(cassette={shown}): not a path; give a non-empty string", pytrace=False)
-        if key == "cold" and not isinstance(value, bool):
-            pytest.fail(f"{where}(cold={shown}): allowed: True or False", pytrace=False)
+        if key in ("cold", "strict") and not isinstance(value, bool):
+            pytest.fail(f"{where}({key}={shown}): allowed: True or False", pytrace=False)
         if key == "allow_live_tools" and not (
             isinstance(value, bool)
             or (isinstance(value, (list, tuple)) and all(isinstance(t, str) and t for t in value))

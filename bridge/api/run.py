@@ -107,6 +107,7 @@ def run(
     compile_cache: bool = True,
     skip_unused_rows: bool = True,
     warm: bool | WarmPool = False,
+    strict_replay: bool = False,
 ) -> RunResult:
     """Run one headless DSH turn and return what it did.
 
@@ -140,6 +141,9 @@ def run(
             ``True`` this process's pool, or a ``WarmPool``; a run that cannot share a host
             (a subagent cassette, the mock off, another profile than headless, a stand-in its
             replay needs) runs in a process of its own, as with ``False``.
+        strict_replay: a replay that diverged from its recording (``REPLAY_DIVERGED``: an unselected
+            call returned another result, a model step saw another system prompt or tool list)
+            fails the run (exit 1, the line in ``errors``) instead of printing a warning.
 
     Raises:
         CassetteMissing: record mode ``none`` and a cassette file does not exist.
@@ -153,6 +157,10 @@ def run(
     plans, sidecar = _sidecar_config(
         workdir, record_mode, record_hint, tool_cassette, subagent_cassette, model_cassette, stubs, allow_live_tools,
     )
+    if not isinstance(strict_replay, bool):
+        raise ValueError("strict_replay must be True or False")
+    if strict_replay:
+        sidecar["strictReplay"] = True
     if mock is not None:
         sidecar["mock"] = dict(mock)
     if trace is not None:

@@ -31,6 +31,7 @@ __all__ = [
     "ModelCassette",
     "RecordMode",
     "RecordedFailure",
+    "ReplayDivergence",
     "Row",
     "RunFailed",
     "RunResult",
@@ -43,10 +44,17 @@ __all__ = [
 
 RecordMode = Literal["none", "once", "all"]
 RECORD_MODES: tuple[RecordMode, ...] = ("none", "once", "all")
-LOGIC_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs")
+LOGIC_KEYS = ("filters", "allow_redacted_replay", "ignore", "faults", "stubs", "volatile")
 """The test-logic keys of ``dsh_config``, ``dsh-sidecar run --config`` and ``with_logic``."""
 _FAILED_SHOWN = 3
 _MESSAGE_CHARS = 300
+
+
+class ReplayDivergence(UserWarning):
+    """A replay that diverged from its recording (``REPLAY_DIVERGED``) without strictness.
+
+    The pytest plugin warns with the line the run printed: a passing test's stderr is never shown.
+    """
 
 
 class StalePlugin(UserWarning):
@@ -87,7 +95,8 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?}``,
     or a module-level function, which becomes ``{"call": function}``),
     ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
-    out) and ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``).
+    out), ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``) and ``volatile`` (tool name
+    to the result pointers a replay's divergence check leaves out).
     """
 
     file: str
@@ -96,6 +105,7 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     allow_redacted_replay: bool = False
     ignore: dict[str, list[str]] = msgspec.field(default_factory=dict)
     faults: dict[str, Any] | None = None
+    volatile: dict[str, list[str]] = msgspec.field(default_factory=dict)
 
     def with_logic(self, logic: Mapping[str, Any]) -> ToolCassette:
         """This cassette with the tool cassette keys of a test-logic mapping (``LOGIC_KEYS``)."""
@@ -103,6 +113,7 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
             self, filters=list(logic.get("filters", self.filters)),
             allow_redacted_replay=bool(logic.get("allow_redacted_replay", self.allow_redacted_replay)),
             ignore=dict(logic.get("ignore", self.ignore)), faults=logic.get("faults", self.faults),
+            volatile=dict(logic.get("volatile", self.volatile)),
         )
 
     def section(self) -> dict[str, Any]:
@@ -116,6 +127,8 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
             keys["match"] = {tool: {"ignore": list(pointers)} for tool, pointers in self.ignore.items()}
         if self.faults is not None:
             keys["faults"] = self.faults
+        if self.volatile:
+            keys["volatile"] = {tool: list(pointers) for tool, pointers in self.volatile.items()}
         return keys
 
 

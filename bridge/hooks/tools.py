@@ -33,11 +33,13 @@ from dsh_sidecar.bridge.transport.protocol import (
     RegistryParams,
     ResultParams,
     StandIn,
+    StepParams,
 )
 from dsh_sidecar.bridge.transport.report import CallPath
 from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency
+from dsh_sidecar.python_core.tool_cassette.divergence import DivergenceWatch, StepObserver, observe_result
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
@@ -52,6 +54,7 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     ToolResult,
 )
 from dsh_sidecar.python_core.tool_cassette.errors import UnmatchedPattern
+from dsh_sidecar.python_core.tool_cassette.format import OBSERVED_VERSION
 from dsh_sidecar.python_core.tool_cassette.host_state import kept, restored
 
 __all__ = ["ToolHooks"]
@@ -71,7 +74,7 @@ class ToolHooks:
 
     def __init__(self, trace: Trace, mock: MockDriver | None, cassette: ToolCassetteSession | None,
                  stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "",
-                 warn: Callable[[str], None] | None = None) -> None:
+                 warn: Callable[[str], None] | None = None, strict_replay: bool = False) -> None:
         self.trace = trace
         # A warning line's sink: stderr, or the warm session's own lines.
         self.warn = warn or _stderr
@@ -91,6 +94,12 @@ class ToolHooks:
         self.dependencies = DependencyTracker(self.cwd)
         if isinstance(cassette, ReplaySession):
             cassette.cwd = self.cwd
+        # What a replay does not serve, kept as digests when recording and compared on replay.
+        self.strict_replay = strict_replay
+        self.steps = StepObserver(self.cwd) if self.recording is not None else None
+        self.divergence = None if not isinstance(cassette, ReplaySession) else DivergenceWatch(
+            cassette.observed_results, cassette.observed_steps, cassette.version >= OBSERVED_VERSION,
+            cassette.config.volatile, self.cwd)
         # Unselected calls that depend on a selected call's outside effect, by handle.
         self._depends: dict[str, ToolDependency] = {}
         self._named: list[ToolDependency] = []
@@ -148,15 +157,16 @@ class ToolHooks:
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
              stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "",
-             warn: Callable[[str], None] | None = None) -> ToolHooks:
+             warn: Callable[[str], None] | None = None, strict_replay: bool = False) -> ToolHooks:
         """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools;
-        ``live_tools``: the offline guard; ``cwd``: the session's; ``warn``: where warnings go.
+        ``live_tools``: the offline guard; ``cwd``: the session's; ``warn``: where warnings go;
+        ``strict_replay``: a replay's divergence fails the run instead of warning.
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
         cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
-        return cls(trace, mock, cassette, stubs, live_tools, cwd, warn)
+        return cls(trace, mock, cassette, stubs, live_tools, cwd, warn, strict_replay)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:
         cassette = self.cassette
@@ -245,6 +255,8 @@ class ToolHooks:
         elif isinstance(outcome, Refuse):
             decision = ExecuteDecision(action="refuse", code=outcome.error.code, message=str(outcome.error))
         elif isinstance(outcome, Serve):
+            if self.divergence is not None:
+                self.divergence.served(params.tool, params.path)
             decision = ExecuteDecision(
                 action="serve", result=outcome.result, deferContexts=outcome.additionalContexts,
                 cancellation=outcome.cancellation,
@@ -289,6 +301,10 @@ class ToolHooks:
         if dependency is not None and params.result.isError:
             self._named.append(dependency)  # the replay failed on it: an error
         cassette = self._selected(params.tool)
+        if cassette is None and self.cassette is not None and params.path is not None:
+            # The built-in rule names this call more precisely when it applies.
+            named = dependency is not None and params.result.isError
+            return None if named else self._unselected(params)
         if cassette is not None:
             before = self.recording.statistics().recorded if self.recording is not None else 0
             try:
@@ -304,6 +320,42 @@ class ToolHooks:
             # No answer waits for a result line; it joins the next batch, written now.
             if ticket is not None and self.writer is not None:
                 return Later(self.writer, ticket, _no_answer)
+        return None
+
+    def _unselected(self, params: ResultParams) -> Later | None:
+        """An unselected call's final outcome: its digest is kept (record) or compared (replay)."""
+        assert params.path is not None
+        result = params.result
+        value = None if result.value is UNSET else bytes(result.value)
+        if self.divergence is not None:
+            self.divergence.result(params.path, params.tool, result.isError, value, _code(result))
+            return None
+        if self.recording is None:
+            return None
+        frame = observe_result(params.path, params.tool, result.isError, value, _code(result),
+                               self.recording.config.volatile, self.cwd)
+        if frame is not None:
+            self.recording.observe(frame)
+        return self._written_later()
+
+    def step(self, params: StepParams) -> Later | None:
+        """``model/step``: what a model step is shown; its digests are kept (record) or compared (replay)."""
+        self.trace.write("model/step", turn=params.turn, step=params.step, tools=len(params.tools))
+        if self.divergence is not None:
+            self.divergence.step(params.sessionId, params.turn, params.step, params.system, params.tools)
+            return None
+        if self.recording is None or self.steps is None:
+            return None
+        frame = self.steps.observe(params.sessionId, params.turn, params.step, params.system, params.tools)
+        if frame is not None:
+            self.recording.observe(frame)
+        return self._written_later()
+
+    def _written_later(self) -> Later | None:
+        """Queue what the recording sealed; nobody waits for these lines."""
+        ticket = self._queued()
+        if ticket is not None and self.writer is not None:
+            return Later(self.writer, ticket, _no_answer)
         return None
 
     def busy(self) -> bool:
@@ -358,6 +410,11 @@ class ToolHooks:
             failed = self.failures.note(stats.recorded, report.published)
             return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [
                 note, *([] if failed is None else [failed]), *stub_notes]
+        diverged = None if self.divergence is None else self.divergence.close()
+        if diverged is not None and self.strict_replay:
+            errors.append(diverged)
+        elif diverged is not None:
+            return [*errors, *self._named], [note, f"warning: {diverged}; fix: {diverged.hint}", *stub_notes]
         return [*errors, *self._named], [note, *stub_notes]
 
 

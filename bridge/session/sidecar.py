@@ -68,7 +68,7 @@ class Sidecar:
         if config.warm is not None:
             self.warm = await WarmHost.connect(config.warm, dict(params.host))
             return InitializeResult(
-                protocolVersion=PROTOCOL_VERSION, hooks=["tools", "llm", "model", "turns", "warm"],
+                protocolVersion=PROTOCOL_VERSION, hooks=["tools", "llm", "model", "turns", "warm", "steps"],
                 sidecarVersion=__version__, askExecute=True, registry="contracts", warm=True,
             )
         state = SessionState()

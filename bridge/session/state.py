@@ -90,10 +90,13 @@ class SessionState:
         if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
                 or guarded):
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
-                                        config.cwd, self.warn)
+                                        config.cwd, self.warn, config.strict_replay)
             if config.report is not None:
                 self.tools.calls = []  # the run report names every call's structural path
             hooks.append("tools")
+        if config.tool_cassette is not None:
+            # What each model step is shown: kept as digests (record), compared (replay).
+            hooks.append("steps")
         # Only a cassette, a stub, the offline guard or the trace looks at a call before its result.
         ask_execute = (config.tool_cassette is not None or config.trace is not None or stubs is not None
                        or guarded)

@@ -68,6 +68,7 @@ __all__ = [
     "ShutdownResult",
     "StandIn",
     "StandInFailure",
+    "StepParams",
     "SubagentDecision",
     "SubagentOutcomeParams",
     "SubagentPublishedParams",
@@ -146,7 +147,7 @@ class InitializeResult(_Closed):
     """
 
     protocolVersion: int
-    hooks: list[Literal["tools", "llm", "subagent", "model", "turns", "warm"]]
+    hooks: list[Literal["tools", "llm", "subagent", "model", "turns", "warm", "steps"]]
     sidecarVersion: str
     subagent: SubagentSetup | None = None
     askExecute: bool = True
@@ -271,6 +272,22 @@ class SeenResult(_Closed):
     callId: str
     tool: str
     isError: bool
+
+
+class StepParams(_Closed):
+    """``model/step`` (notification): what one model step of the agent loop is shown.
+
+    From rc.8's ``llm/stream`` waterfall (outermost), for requests the agent loop built
+    (``isAgentLoopRequest``, no ``purpose``); ``turn`` and ``step`` from the session's last
+    ``agent/request``. ``system`` is the system prompt text, ``tools`` the offered tool schemas
+    (``{name, description, parameters}``); the sidecar keeps or compares digests only.
+    """
+
+    sessionId: str
+    turn: int
+    step: int
+    system: str | None = None
+    tools: list[dict[str, Any]] = msgspec.field(default_factory=list)
 
 
 class LlmStreamParams(_Closed):
@@ -543,7 +560,7 @@ class WarmDoneParams(_Closed):
     failure: str = ""
 
 
-Hook = Literal["tools", "llm", "subagent", "model", "turns", "warm"]
+Hook = Literal["tools", "llm", "subagent", "model", "turns", "warm", "steps"]
 Feature = Literal["tools", "mock", "model", "subagents", "session"]
 """Which part of a session serves a routed method: a feature's hooks (``bridge/hooks/``), or
 ``session``, the session's own state (``bridge/session/state.py``)."""
@@ -629,6 +646,7 @@ METHODS: dict[str, Method] = {
     "model/recorded": Method(ModelRecordedParams, Empty, "recorded", hook="model", feature="model",
                              via="model-call"),
     "session/turn": Method(TurnParams, None, "session_turn", hook="turns", feature="session"),
+    "model/step": Method(StepParams, None, "step", hook="steps", feature="tools", absent=None, gone_ok=True),
     "warm/next": Method(WarmNextParams, WarmJob, "warm_next", hook="warm"),
     "warm/done": Method(WarmDoneParams, Empty, "warm_done", hook="warm"),
 }

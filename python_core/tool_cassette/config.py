@@ -1,8 +1,8 @@
 """The plugin row's ``toolCassette`` section, parsed once into a frozen Struct.
 
 Rule: three required keys (``mode``, ``file``, ``include``) and the optional test-logic keys
-(``filters``, ``allowRedactedReplay``, ``match``, ``faults``: docs/test-logic.md); every refusal is a ``ConfigError``
-naming the field, never echoing its value.
+(``filters``, ``allowRedactedReplay``, ``match``, ``faults``, ``volatile``: docs/test-logic.md);
+every refusal is a ``ConfigError`` naming the field, never echoing its value.
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ import msgspec
 from dsh_sidecar.python_core.config_fields import ConfigSection, Mode
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.filters import FilterFunction, FilterRule, parse_filters
+from dsh_sidecar.python_core.json_pointers import encodable, parse_pointer
 from dsh_sidecar.python_core.tool_cassette.faults import FaultOverlay, parse_faults
 from dsh_sidecar.python_core.tool_cassette.matching import MatchRule, parse_match
 
-__all__ = ["ToolCassetteConfig", "parse_config", "same_selection"]
+__all__ = ["ToolCassetteConfig", "parse_config", "parse_volatile", "same_selection"]
 
 _SECTION = "toolCassette"
 _KEYS = ("mode", "file", "include")
-_OPTIONAL = ("filters", "allowRedactedReplay", "match", "faults")
+_OPTIONAL = ("filters", "allowRedactedReplay", "match", "faults", "volatile")
 
 
 def _matches(pattern: str, name: str) -> bool:
@@ -57,6 +58,8 @@ class ToolCassetteConfig(ConfigSection, frozen=True):
     allowRedactedReplay: bool = False
     match: dict[str, MatchRule] = msgspec.field(default_factory=dict)
     faults: FaultOverlay | None = None
+    volatile: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
+    """Per tool, the result pointers a replay's divergence check leaves out (docs/test-logic.md)."""
     functions: Mapping[str, FilterFunction] = msgspec.field(default_factory=dict)
 
     def selects(self, tool: str) -> bool:
@@ -90,7 +93,7 @@ def parse_config(raw: object, *, cwd: str) -> ToolCassetteConfig:
         if key not in _KEYS and key not in _OPTIONAL:
             name = _field(key) if isinstance(key, str) else _SECTION
             raise ConfigError(name, "is not a known key (allowed: mode, file, include, filters, "
-                                    "allowRedactedReplay, match, faults)")
+                                    "allowRedactedReplay, match, faults, volatile)")
     for key in _KEYS:
         if key not in raw:
             raise ConfigError(_field(key), "is required")
@@ -131,4 +134,32 @@ def parse_config(raw: object, *, cwd: str) -> ToolCassetteConfig:
         mode=mode, file=resolved, include=tuple(include),
         filters=parse_filters(raw.get("filters", [])), allowRedactedReplay=allow,
         match=parse_match(raw["match"]) if "match" in raw else {}, faults=faults,
+        volatile=parse_volatile(raw["volatile"]) if "volatile" in raw else {},
     )
+
+
+def parse_volatile(raw: object, field: str = "toolCassette.volatile") -> dict[str, tuple[str, ...]]:
+    """Validate ``{tool: [pointer, ...]}``: result members whose live value may differ from the
+    recording's without the replay having diverged (a duration, a chunk id).
+
+    Raises:
+        ConfigError: names the tool or pointer entry and a value-free reason.
+    """
+    if not encodable(raw):
+        raise ConfigError(field, "holds a lone surrogate or a value with no JSON form")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(field, "must be an object of tool name to [pointer, ...]")
+    rules: dict[str, tuple[str, ...]] = {}
+    for tool, pointers in raw.items():
+        if not isinstance(tool, str) or not tool.strip():
+            raise ConfigError(field, "tool names must be non-empty strings")
+        where = f"{field}.{tool}"
+        if not isinstance(pointers, list | tuple) or not pointers:
+            raise ConfigError(where, "must be a non-empty list of JSON pointers")
+        for index, pointer in enumerate(pointers):
+            if not isinstance(pointer, str) or not parse_pointer(pointer):
+                raise ConfigError(f"{where}[{index}]", "must be a JSON pointer below the root, as /a/0")
+        if len(set(pointers)) != len(pointers):
+            raise ConfigError(where, "repeats a pointer")
+        rules[tool] = tuple(sorted(pointers))
+    return rules

@@ -61,6 +61,8 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     DefinitionFrame,
     HeaderFrame,
     HostState,
+    ObservedResult,
+    ObservedStep,
     ResultFrame,
     StartFrame,
     ToolErrorInfo,
@@ -609,8 +611,16 @@ class RecordSession(ToolCassetteSession):
         writes, self._writes = self._writes, []
         return writes
 
-    def _emit(self, frame: HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | CompleteFrame,
-              ) -> CassetteIOError | None:
+    def observe(self, frame: ObservedResult | ObservedStep) -> None:
+        """Keep the digest of something a replay will not serve (``divergence.py``): an unselected
+        call's outcome, a model step's input. Nothing is written after the recording failed."""
+        if self.state is SessionState.RECORDING:
+            error = self._emit(frame)
+            if error is not None:
+                self._fail(error)
+
+    def _emit(self, frame: HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | ObservedResult
+              | ObservedStep | CompleteFrame) -> CassetteIOError | None:
         """Chain and seal ``frame``; write it now through the sink, or queue it."""
         _, line = self._chain.link(frame)
         if self._sink is None:
@@ -873,6 +883,9 @@ class ReplaySession(ToolCassetteSession):
         super().__init__(config, SessionState.SERVING)
         self._records = cassette.calls
         self.version = cassette.header.version
+        # Version 5: digests of what the recording did not serve, for the divergence check.
+        self.observed_results = cassette.observed_results
+        self.observed_steps = cassette.observed_steps
         # Recorded contracts of the selected tools; ``stood_up`` names those the shim registered
         # because no plugin did, ``standin_errors`` those it could not register.
         self.definitions = cassette.definitions

@@ -31,6 +31,7 @@ from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
     "GENESIS",
+    "OBSERVED_VERSION",
     "PROTOCOL",
     "READABLE_VERSIONS",
     "VERBATIM_VERSION",
@@ -43,6 +44,8 @@ __all__ = [
     "HeaderFrame",
     "HostEvent",
     "HostState",
+    "ObservedResult",
+    "ObservedStep",
     "ResultFrame",
     "StartFrame",
     "ToolErrorInfo",
@@ -60,14 +63,16 @@ __all__ = [
 ]
 
 PROTOCOL = "dsh-tool-cassette"
-VERSION = 4
+VERSION = 5
 # Version 1 files have no ``host`` member on ``call/result``: their replays restore no host state.
 # Versions 1 and 2 have no ``tool`` frames and no rendered content of successes: a tool that no
 # plugin registers at replay cannot be stood up from them.
 # Versions 1 to 3 keep outcome payloads canonical (keys sorted): a replay serves them so, and a
 # tool that renders its value as JSON shows the model the keys sorted.
-READABLE_VERSIONS = frozenset({1, 2, 3, 4})
+# Versions 1 to 4 hold no ``observed/*`` frames: their replays compare nothing they did not serve.
+READABLE_VERSIONS = frozenset({1, 2, 3, 4, 5})
 VERBATIM_VERSION = 4
+OBSERVED_VERSION = 5
 
 
 class ToolErrorInfo(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
@@ -177,13 +182,45 @@ class ResultFrame(Frame, tag="call/result", frozen=True, kw_only=True):
     host: HostState | UnsetType = UNSET
 
 
+class ObservedResult(Frame, tag="observed/result", frozen=True, kw_only=True):
+    """The final outcome of an *unselected* call (version 5): what it returned, as a digest only.
+
+    A replay runs such a call live and compares its outcome's digest with this one
+    (``divergence.py``): a difference means the replayed run saw another world than the
+    recording. ``digest`` is over the canonical ``{"isError": false, "value": ...}`` (the value
+    without the ``ignore`` pointers, the session cwd as ``<cwd>``) or ``{"isError": true,
+    "code": ...}`` (a failure's runtime code only: its message may name a folder).
+    """
+
+    path: str
+    tool: str
+    isError: bool
+    digest: str
+    ignore: tuple[str, ...] = ()
+
+
+class ObservedStep(Frame, tag="observed/step", frozen=True, kw_only=True):
+    """What one model step of the recording was shown (version 5), as digests only.
+
+    ``session`` numbers the sessions in the order their first step came (0: the run's own);
+    ``system`` is the digest of the system prompt (cwd as ``<cwd>``), absent when there was none;
+    ``tools`` the offered tools, each ``[name, digest of {name, description, parameters}]``.
+    """
+
+    session: int
+    turn: int
+    step: int
+    system: str | UnsetType = UNSET
+    tools: tuple[tuple[str, str], ...] = ()
+
+
 class CompleteFrame(Frame, tag="complete", frozen=True, kw_only=True):
     """Tail frame: the recording finished with ``calls`` calls, each with its result."""
 
     calls: int
 
 
-AnyFrame = HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | CompleteFrame
+AnyFrame = HeaderFrame | StartFrame | ResultFrame | DefinitionFrame | ObservedResult | ObservedStep | CompleteFrame
 
 _ENCODER = msgspec.json.Encoder(order="sorted")
 _DECODER: msgspec.json.Decoder[AnyFrame] = msgspec.json.Decoder(AnyFrame)

@@ -19,6 +19,7 @@ from dsh_sidecar.python_core.canonical import digest_bytes
 from dsh_sidecar.python_core.cassette_io import FrameScanner, PartialFile, frame_hash
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists, CassetteInvalid, CassetteIOError
 from dsh_sidecar.python_core.tool_cassette.format import (
+    OBSERVED_VERSION,
     PROTOCOL,
     READABLE_VERSIONS,
     VERSION,
@@ -27,6 +28,8 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     DefinitionFrame,
     HeaderFrame,
     HostEvent,
+    ObservedResult,
+    ObservedStep,
     ResultFrame,
     StartFrame,
     decode_frame,
@@ -72,6 +75,10 @@ class Cassette(msgspec.Struct, frozen=True, gc=False):
     header: HeaderFrame
     calls: tuple[RecordedCall, ...]
     definitions: dict[str, DefinitionFrame] = msgspec.field(default_factory=dict)
+    observed_results: tuple[ObservedResult, ...] = ()
+    """Version 5: the unselected calls' outcome digests, in file order."""
+    observed_steps: tuple[ObservedStep, ...] = ()
+    """Version 5: each model step's system prompt and tool digests, in file order."""
 
 
 class VerifyReport(msgspec.Struct, frozen=True):
@@ -105,6 +112,8 @@ class _Scanner(FrameScanner[AnyFrame]):
         self.starts: list[tuple[str, str, msgspec.Raw]] = []
         self.results: dict[int, ResultFrame] = {}
         self.definitions: dict[str, DefinitionFrame] = {}
+        self.observed_results: list[ObservedResult] = []
+        self.observed_steps: list[ObservedStep] = []
 
     def decode(self, body: bytes) -> AnyFrame:
         return decode_frame(body)
@@ -162,6 +171,19 @@ class _Scanner(FrameScanner[AnyFrame]):
             if frame.timeoutMs is not UNSET and frame.timeoutMs <= 0:
                 raise ValueError("timeoutMs is not positive")
             self.definitions[frame.tool] = _compact_definition(frame) if self.keep else frame
+        elif isinstance(frame, ObservedResult | ObservedStep):
+            if self.header.version < OBSERVED_VERSION:
+                raise ValueError(f"observed frame in a version {self.header.version} file")
+            if isinstance(frame, ObservedResult):
+                if not frame.tool or not frame.path:
+                    raise ValueError("empty tool or path")
+                if self.keep:
+                    self.observed_results.append(msgspec.structs.replace(frame, prev="", hash=UNSET))
+            else:
+                if frame.session < 0 or frame.turn < 0 or frame.step < 0:
+                    raise ValueError("negative session, turn or step")
+                if self.keep:
+                    self.observed_steps.append(msgspec.structs.replace(frame, prev="", hash=UNSET))
         else:
             if frame.calls != self.started:
                 raise ValueError(f"tail counts {frame.calls} calls, {self.started} started")
@@ -279,5 +301,6 @@ def load(path: str) -> Cassette:
         )
         for ordinal, (tool, path, args) in enumerate(scanner.starts)
     )
-    return Cassette(header=scanner.header, calls=calls, definitions=scanner.definitions)
+    return Cassette(header=scanner.header, calls=calls, definitions=scanner.definitions,
+                    observed_results=tuple(scanner.observed_results), observed_steps=tuple(scanner.observed_steps))
 

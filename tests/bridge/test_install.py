@@ -31,8 +31,8 @@ def test_pack_is_deterministic_and_carries_install_json(tmp_path: Path) -> None:
     with tarfile.open(fileobj=io.BytesIO(first.read_bytes())) as tar:
         names = sorted(tar.getnames())
         assert names == sorted(f"package/{n}" for n in [
-            "package.json", "index.js", "rpc.js", "tools.js", "standins.js", "mock.js", "model.js", "subagent.js",
-            "warm.js", "cordis.patch.yml", "README.md", "install.json", "client/mock-ui.js"])
+            "package.json", "index.js", "rpc.js", "tools.js", "standins.js", "mock.js", "model.js", "steps.js",
+            "subagent.js", "warm.js", "cordis.patch.yml", "README.md", "install.json", "client/mock-ui.js"])
         manifest = json.loads(tar.extractfile("package/package.json").read())  # type: ignore[union-attr]
     assert manifest["dsh"]["bundle"] == {"patch": "./cordis.patch.yml"}
     assert manifest["exports"]["./client"] == "./client/mock-ui.js"

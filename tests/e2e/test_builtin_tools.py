@@ -72,7 +72,7 @@ def test_a_replayed_read_and_todo_write_leave_the_host_state_the_real_calls_left
     assert recorded.ok, recorded.explain()
     assert notes.read_text() == "beta\n"
     lines = [json.loads(line) for line in (dsh.cwd / CASSETTE).read_text().splitlines()]
-    assert lines[0]["version"] == 4
+    assert lines[0]["version"] == 5
     hosts = [line.get("host") for line in lines if line["kind"] == "call/result"]
     assert hosts[0]["observe"] == ["notes.txt"]
     assert hosts[1]["events"][0]["type"] == "todo/write"

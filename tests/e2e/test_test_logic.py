@@ -198,10 +198,10 @@ def test_a_hand_edited_cassette_is_refused_until_resealed_then_verifies_and_repl
     file = tmp_path / "echo.ndjson"
     file.write_text(file.read_text().replace('"value":{"text":"hi"}', '"value":{"text":"edited"}'))
     refused = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)
-    assert "CASSETTE_INVALID: line 4 call/result ordinal 0: hash does not match the frame" in refused.stderr
+    assert "CASSETTE_INVALID: line 5 call/result ordinal 0: hash does not match the frame" in refused.stderr
     sealed = subprocess.run([str(TOOL_CASSETTE_CLI), "reseal", str(file)], capture_output=True, text=True)
     assert sealed.returncode == 0, sealed.stderr
-    assert sealed.stdout.startswith("resealed: 1 calls, 5 frames, 2 lines rewritten; the file is now yours")
+    assert sealed.stdout.startswith("resealed: 1 calls, 7 frames, 3 lines rewritten; the file is now yours")
     verified = subprocess.run([str(TOOL_CASSETTE_CLI), "verify", str(file)], capture_output=True, text=True)
     assert verified.returncode == 0, verified.stdout
     replay = run('/mock run echo({"text": "hi"})', cwd=tmp_path, rows=_tools(), tool_cassette=cassette)

@@ -31,7 +31,7 @@ def test_installed_shim_exports_exactly_the_plugin_surface() -> None:
 
 
 def test_installed_shim_is_this_checkout() -> None:
-    shipped = ("index.js", "rpc.js", "tools.js", "standins.js", "mock.js", "model.js", "subagent.js",
+    shipped = ("index.js", "rpc.js", "tools.js", "standins.js", "mock.js", "model.js", "steps.js", "subagent.js",
                "cordis.patch.yml")
     for name in shipped:
         assert (INSTALLED / name).read_bytes() == (ROOT / "node_shim" / name).read_bytes()

@@ -130,8 +130,8 @@ def _subagent_cassette(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
-    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v4: 1 calls"),
-    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v4\ncalls: 1"),
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v5: 1 calls"),
+    ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v5\ncalls: 1"),
     ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
     ("subagent verify", subagent, ["verify"], _subagent_cassette, "ok: link: 1 interaction(s), chain intact"),

@@ -213,3 +213,16 @@ def test_the_parsed_config_is_one_closed_tree_of_frozen_structs(tmp_path: Path) 
     for section in sections:
         assert isinstance(section, ConfigSection), type(section)
         assert section.__struct_config__.frozen and section.__struct_config__.forbid_unknown_fields
+
+
+def test_strict_replay_must_be_a_boolean() -> None:
+    from dsh_sidecar.python_core.config import parse_sidecar_config
+    from dsh_sidecar.python_core.errors import ConfigError
+
+    assert parse_sidecar_config({"strictReplay": True}, cwd="/tmp").strict_replay is True
+    try:
+        parse_sidecar_config({"strictReplay": "yes"}, cwd="/tmp")
+    except ConfigError as error:
+        assert str(error) == "INVALID_CONFIG: strictReplay: must be true or false"
+    else:
+        raise AssertionError("strictReplay 'yes' was accepted")

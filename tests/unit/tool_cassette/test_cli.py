@@ -21,7 +21,7 @@ def test_verify_valid_file_exits_zero(make_cassette: Any) -> None:
     result = run("verify", str(make_cassette()))
     assert result.exit_code == 0
     assert result.output == (
-        "valid: dsh-tool-cassette v4: 3 calls, 2 tools, 8 frames, complete tail\n"
+        "valid: dsh-tool-cassette v5: 3 calls, 2 tools, 8 frames, complete tail\n"
     )
 
 
@@ -52,7 +52,7 @@ def test_inspect_shows_version_tools_calls_integrity_and_consumption(make_casset
     result = run("inspect", str(make_cassette()))
     assert result.exit_code == 0
     assert result.output.splitlines()[:7] == [
-        "protocol: dsh-tool-cassette v4",
+        "protocol: dsh-tool-cassette v5",
         "calls: 3",
         "tools: 2",
         "  mcp_fs_read: 1",
@@ -68,7 +68,7 @@ def test_inspect_json_is_one_object(make_cassette: Any) -> None:
     data = json.loads(result.output)
     assert result.exit_code == 0
     assert {key: data[key] for key in ("version", "calls", "frames", "tools", "valid")} == {
-        "version": 4, "calls": 3, "frames": 8,
+        "version": 5, "calls": 3, "frames": 8,
         "tools": {"mcp_fs_read": 1, "weather_lookup": 2}, "valid": True,
     }
 

@@ -81,7 +81,7 @@ def test_empty_file_is_refused() -> None:
 def test_unknown_key_is_refused_by_name() -> None:
     assert refusal({**GOOD, "ignoreArgs": True}) == (
         "INVALID_CONFIG: toolCassette.ignoreArgs: is not a known key (allowed: mode, file, include, filters, "
-        "allowRedactedReplay, match, faults)"
+        "allowRedactedReplay, match, faults, volatile)"
     )
 
 

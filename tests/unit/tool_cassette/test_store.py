@@ -81,7 +81,7 @@ def test_load_returns_calls_in_ordinal_order(make_cassette: Any) -> None:
 
 def test_verify_reports_counts_of_a_valid_file(make_cassette: Any) -> None:
     report = verify_file(str(make_cassette()))
-    assert (report.valid, report.version, report.frames, report.calls) == (True, 4, 8, 3)
+    assert (report.valid, report.version, report.frames, report.calls) == (True, 5, 8, 3)
     assert report.tools == {"mcp_fs_read": 1, "weather_lookup": 2}
     assert report.error is None
 

@@ -91,8 +91,8 @@ def test_a_flipped_byte_in_a_value_is_a_hash_mismatch(lines: list[bytes], tmp_pa
 
 
 def test_wrong_protocol_version_is_named(lines: list[bytes], tmp_path: Path) -> None:
-    assert str(verify_bytes(tmp_path, with_header_version(lines, 5)).error) == (
-        "CASSETTE_INVALID: line 1 header: unsupported protocol version 5 (this build reads 1 to 4)"
+    assert str(verify_bytes(tmp_path, with_header_version(lines, 6)).error) == (
+        "CASSETTE_INVALID: line 1 header: unsupported protocol version 6 (this build reads 1 to 5)"
     )
 
 
@@ -105,7 +105,7 @@ def test_a_header_version_of_any_json_type_is_named_not_a_traceback(
     path = tmp_path / "mutant.jsonl"
     path.write_bytes(b'{"kind":"header","protocol":"dsh-tool-cassette","seq":0,"version":' + version + b"}\n"
                      + b"".join(lines[1:]))
-    message = "CASSETTE_INVALID: line 1 header: unsupported protocol version ? (this build reads 1 to 4)"
+    message = "CASSETTE_INVALID: line 1 header: unsupported protocol version ? (this build reads 1 to 5)"
     assert str(verify_file(str(path)).error) == message
     result = CliRunner().invoke(main, [command, str(path)])
     assert (result.exception is None or isinstance(result.exception, SystemExit), result.exit_code) == (True, 1)
