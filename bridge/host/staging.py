@@ -98,6 +98,11 @@ def settle_home(home: Path, shared: Path, profile: str, *, keep_links: bool) -> 
                 Path(entry.path).symlink_to(shared / folder / entry.name)
             moved.append(str(folder / entry.name))
         if keep_links:
+            # What was removed from the shared home meanwhile is gone here too (a dangling link
+            # would fail the plugin's `mkdir -p` with ENOENT, where a plain `dsh` creates it anew).
+            for entry in entries:
+                if entry.is_symlink() and not os.path.exists(entry.path):
+                    os.unlink(entry.path)
             # What other runs settled meanwhile: a plain `dsh` would see it too.
             for entry in os.scandir(shared / folder):
                 mine = home / folder / entry.name

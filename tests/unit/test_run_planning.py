@@ -327,3 +327,22 @@ def test_settling_a_private_home_moves_what_the_run_made_and_keeps_its_own_cordi
     assert (home / "vault").is_symlink() and (home / "vault" / "entries.json").read_text() == "[1]"
     assert (home / "made-by-another").is_symlink()
     assert settle_home(home, shared, "headless", keep_links=False) == []
+
+
+def test_a_warm_homes_link_to_a_store_removed_from_the_shared_home_goes_too(tmp_path: Path) -> None:
+    # Seen with a test that deleted a plugin's store folder between two warm runs: the private
+    # home kept a dangling link and the plugin's next `mkdir -p` failed with ENOENT.
+    shared = tmp_path / "shared"
+    (shared / "profiles" / "headless" / "node_modules" / "dsh-sidecar-shim").mkdir(parents=True)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    home = private_home(shared, "headless", tmp_path / "private", staging)
+    (home / "store").mkdir()
+    settle_home(home, shared, "headless", keep_links=True)
+    assert (home / "store").is_symlink()
+    (shared / "store").rmdir()  # the test removes the plugin's state
+    settle_home(home, shared, "headless", keep_links=True)
+    assert not (home / "store").is_symlink() and not (home / "store").exists()
+    (home / "store").mkdir()  # the plugin makes it anew, as under a plain `dsh`
+    assert settle_home(home, shared, "headless", keep_links=True) == ["store"]
+    assert (shared / "store").is_dir()
