@@ -36,9 +36,9 @@ from dsh_sidecar.bridge.transport.protocol import (
     StepParams,
 )
 from dsh_sidecar.bridge.transport.report import CallPath
-from dsh_sidecar.python_core.errors import LiveToolBlocked, SidecarError
+from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
-from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker, ToolDependency
+from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker
 from dsh_sidecar.python_core.tool_cassette.divergence import DivergenceWatch, StepObserver, observe_result
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
@@ -56,6 +56,7 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
 from dsh_sidecar.python_core.tool_cassette.errors import UnmatchedPattern
 from dsh_sidecar.python_core.tool_cassette.format import OBSERVED_VERSION
 from dsh_sidecar.python_core.tool_cassette.host_state import kept, restored
+from dsh_sidecar.python_core.tool_cassette.routing import Blocked, CallRouter, Live, Stubbed
 
 __all__ = ["ToolHooks"]
 
@@ -79,8 +80,6 @@ class ToolHooks:
         # A warning line's sink: stderr, or the warm session's own lines.
         self.warn = warn or _stderr
         self.stubs = stubs
-        self.live_tools = live_tools
-        self.blocked: list[SidecarError] = []
         self.cwd = cwd or os.getcwd()
         self.mock = mock
         self.cassette = cassette
@@ -91,7 +90,13 @@ class ToolHooks:
         # the errors at shutdown. ``calls``: every call's structural path, when a report wants them.
         self.refused_at: int | None = None
         self.calls: list[CallPath] | None = None
-        self.dependencies = DependencyTracker(self.cwd)
+        # Which way each call goes (python_core/tool_cassette/routing.py): stub, cassette, refused, live.
+        self.router = CallRouter(
+            stubbed=() if stubs is None else list(stubs.functions), live_tools=live_tools,
+            selects=None if cassette is None else cassette.selects,
+            dependencies=None if cassette is None else DependencyTracker(self.cwd),
+            recording=self.recording is not None, traced=trace.enabled,
+        )
         if isinstance(cassette, ReplaySession):
             cassette.cwd = self.cwd
         # What a replay does not serve, kept as digests when recording and compared on replay.
@@ -100,9 +105,6 @@ class ToolHooks:
         self.divergence = None if not isinstance(cassette, ReplaySession) else DivergenceWatch(
             cassette.observed_results, cassette.observed_steps, cassette.version >= OBSERVED_VERSION,
             cassette.config.volatile, self.cwd)
-        # Unselected calls that depend on a selected call's outside effect, by handle.
-        self._depends: dict[str, ToolDependency] = {}
-        self._named: list[ToolDependency] = []
         # The recorded tools the shim stood up because no plugin registered them.
         self.stood_up: list[str] = []
         self.failures = RecordedFailures()
@@ -172,10 +174,6 @@ class ToolHooks:
         cassette = self.cassette
         return cassette if cassette is not None and cassette.selects(tool) else None
 
-    def _blocks(self, tool: str) -> bool:
-        """Whether the offline guard refuses ``tool`` running live."""
-        return self.live_tools is not None and "*" not in self.live_tools and tool not in self.live_tools
-
     def _queued(self) -> Ticket | None:
         """Submit the lines the recording just sealed, if any."""
         if self.recording is None or self.writer is None:
@@ -191,25 +189,14 @@ class ToolHooks:
         return decision
 
     def _decide(self, params: ExecuteParams) -> ExecuteDecision | Later | Pending:
-        if self.stubs is not None and params.tool in self.stubs:
+        route = self.router.admit(params.handle, params.tool, params.path, params.args)
+        if isinstance(route, Stubbed) and self.stubs is not None:
             return self._stubbed(params, self.stubs)
-        cassette = self._selected(params.tool)
-        if cassette is None and self._blocks(params.tool):
-            blocked = LiveToolBlocked(params.tool, params.path)
-            # Once per tool at shutdown (the run fails with it); every blocked call is refused.
-            if all(getattr(e, "tool", None) != params.tool for e in self.blocked):
-                self.blocked.append(blocked)
-            return self._decided(params, Refuse(error=blocked))
-        if self.cassette is not None:
-            dependency = self.dependencies.call(params.tool, params.path, params.args, cassette is not None)
-            if dependency is not None and self.recording is not None:
-                self._named.append(dependency)  # a warning at record time: the run still records
-            elif dependency is not None:
-                self._depends[params.handle] = dependency
-        if cassette is None and not self.trace.enabled:
-            return _NEXT_NO_POST
-        if cassette is None:
-            return self._decided(params, None)
+        if isinstance(route, Blocked):
+            return self._decided(params, Refuse(error=route.error))
+        cassette = self.cassette
+        if isinstance(route, Live) or cassette is None:
+            return self._decided(params, None) if self.trace.enabled else _NEXT_NO_POST
         try:
             outcome = cassette.on_execute(
                 ExecuteEvent(handle=params.handle, path=params.path, tool=params.tool,
@@ -297,13 +284,10 @@ class ToolHooks:
             result = params.result
             message = None if result.error is UNSET else result.error.message
             self.mock.observe(params.sessionId, params.callId, params.tool, result.isError, _code(result), message)
-        dependency = self._depends.pop(params.handle, None)
-        if dependency is not None and params.result.isError:
-            self._named.append(dependency)  # the replay failed on it: an error
+        named = self.router.settled(params.handle, params.result.isError)
         cassette = self._selected(params.tool)
         if cassette is None and self.cassette is not None and params.path is not None:
             # The built-in rule names this call more precisely when it applies.
-            named = dependency is not None and params.result.isError
             return None if named else self._unselected(params)
         if cassette is not None:
             before = self.recording.statistics().recorded if self.recording is not None else 0
@@ -386,7 +370,7 @@ class ToolHooks:
         stub_errors: list[SidecarError] = [] if self.stubs is None else list(self.stubs.errors)
         stub_notes = [] if self.stubs is None else [self.stubs.note()]
         if self.cassette is None:
-            return [*self.blocked, *stub_errors], stub_notes
+            return [*self.router.blocked, *stub_errors], stub_notes
         if stub_errors and interruption is None:
             interruption = "a stub raised"  # the recording saw a broken test double: keep it unpublished
         if self.recording is not None and self.writer is not None:
@@ -403,19 +387,19 @@ class ToolHooks:
                     f"poisoned: {'yes' if stats.poisoned else 'no'}")
             + (f", {stats.injected} failed by fault overlay {stats.faults}" if stats.faults is not None else "")
         )
-        errors = [*self.blocked, *stub_errors, *report.errors]
+        errors = [*self.router.blocked, *stub_errors, *report.errors]
         if self.stood_up:
             note += f", stood up from the cassette (no plugin registered them): {', '.join(self.stood_up)}"
         if self.recording is not None:
             failed = self.failures.note(stats.recorded, report.published)
-            return errors, [f"warning: {d}; fix: {d.hint}" for d in self._named] + [
+            return errors, [f"warning: {d}; fix: {d.hint}" for d in self.router.named] + [
                 note, *([] if failed is None else [failed]), *stub_notes]
         diverged = None if self.divergence is None else self.divergence.close()
         if diverged is not None and self.strict_replay:
             errors.append(diverged)
         elif diverged is not None:
-            return [*errors, *self._named], [note, f"warning: {diverged}; fix: {diverged.hint}", *stub_notes]
-        return [*errors, *self._named], [note, *stub_notes]
+            return [*errors, *self.router.named], [note, f"warning: {diverged}; fix: {diverged.hint}", *stub_notes]
+        return [*errors, *self.router.named], [note, *stub_notes]
 
 
 def _stderr(line: str) -> None:
