@@ -20,7 +20,7 @@ from typing import Any, Literal
 from dsh_sidecar.bridge.host.install import PACKAGE
 from dsh_sidecar.bridge.host.stderr import broken_plugin, stderr_tail
 
-__all__ = ["Boot", "Row", "boot_check", "boot_outcome", "parse_row", "python_check", "read_row"]
+__all__ = ["Boot", "SidecarRow", "boot_check", "boot_outcome", "parse_row", "python_check", "read_row"]
 
 _NAMED = re.compile(r"^[A-Z][A-Z_]+: ")
 # The cassette sections whose replay file a run reads from its working directory.
@@ -28,7 +28,7 @@ _FILE_SECTIONS = ("toolCassette", "subagentCassette", "modelCassette")
 
 
 @dataclass(frozen=True)
-class Row:
+class SidecarRow:
     """The ``sidecar`` row of the composed profile: ``missing``, ``disabled`` or ``enabled``."""
 
     state: Literal["missing", "disabled", "enabled", "unknown", "uncomposed"]
@@ -47,23 +47,23 @@ class Row:
         return files
 
 
-def read_row(dsh: Path, profile: str, environ: dict[str, str], cwd: Path) -> Row:
+def read_row(dsh: Path, profile: str, environ: dict[str, str], cwd: Path) -> SidecarRow:
     """The ``sidecar`` row of ``profile`` as ``dsh --dump-config`` composes it in ``cwd``."""
     proc = subprocess.run([str(dsh), "--profile", profile, "--dump-config"], cwd=cwd, env=environ,
                           capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         named = broken_plugin(proc.stderr, profile)
         useful = stderr_tail(proc.stderr, known=[])
-        return Row("uncomposed", None, named or (useful or [f"--dump-config exited {proc.returncode}"])[-1])
+        return SidecarRow("uncomposed", None, named or (useful or [f"--dump-config exited {proc.returncode}"])[-1])
     return parse_row(proc.stdout)
 
 
-def parse_row(dump: str) -> Row:
+def parse_row(dump: str) -> SidecarRow:
     """The ``sidecar`` row of a ``--dump-config`` text (``unknown`` when its block is not the expected subset)."""
     lines = dump.splitlines()
     start = next((i for i, line in enumerate(lines) if line.strip() == "- id: sidecar"), None)
     if start is None:
-        return Row("missing", None)
+        return SidecarRow("missing", None)
     block = ["  id: sidecar"]
     for line in lines[start + 1:]:
         if not line.startswith("  "):
@@ -72,9 +72,11 @@ def parse_row(dump: str) -> Row:
     try:
         row = _parse(block, 0, 2)[0]
     except (ValueError, IndexError):
-        return Row("unknown", None)
+        return SidecarRow("unknown", None)
     config = row.get("config")
-    return Row("disabled" if row.get("disabled") is True else "enabled", config if isinstance(config, dict) else None)
+    if row.get("disabled") is True:
+        return SidecarRow("disabled", config if isinstance(config, dict) else None)
+    return SidecarRow("enabled", config if isinstance(config, dict) else None)
 
 
 def _scalar(text: str) -> Any:
@@ -122,7 +124,7 @@ def _parse(lines: list[str], at: int, indent: int) -> tuple[Any, int]:
     return mapping, at
 
 
-def python_check(profile_dir: Path, row: Row) -> tuple[bool, str]:
+def python_check(profile_dir: Path, row: SidecarRow) -> tuple[bool, str]:
     """Whether the interpreter the row starts (its ``python`` key, else the installed one) imports the bridge."""
     configured = (row.config or {}).get("python")
     try:
@@ -153,7 +155,7 @@ class Boot:
     line: str
 
 
-def boot_check(dsh: Path, profile: str, environ: dict[str, str], row: Row, cwd: Path) -> Boot:
+def boot_check(dsh: Path, profile: str, environ: dict[str, str], row: SidecarRow, cwd: Path) -> Boot:
     """Boot ``profile`` as configured (the row's own config and python) and ask the sidecar's mock route.
 
     The boot runs in an empty folder, so the doctor's turn never writes a recording into the

@@ -81,6 +81,7 @@ __all__ = [
     "CALL_TRANSITIONS",
     "FAILURE_TRANSITIONS",
     "CallPhase",
+    "CassetteState",
     "CassetteStats",
     "CloseReport",
     "Event",
@@ -92,7 +93,6 @@ __all__ = [
     "ReplaySession",
     "ResultEvent",
     "Serve",
-    "SessionState",
     "ToolCassetteSession",
     "ToolContract",
     "ToolResult",
@@ -223,7 +223,7 @@ class CloseReport(msgspec.Struct, frozen=True):
 _SELECTS_CACHE = 1024
 
 
-class SessionState(enum.Enum):
+class CassetteState(enum.Enum):
     """Session states; ``FAILED`` and ``POISONED`` are sticky until ``CLOSED``."""
 
     # Members are singletons compared by identity; hash them so too (Enum.__hash__ is Python
@@ -265,19 +265,19 @@ class Event(enum.Enum):
 
 _CALL_EVENTS = frozenset({Event.EXECUTE, Event.POST, Event.RESULT})
 
-SESSION_EVENTS: dict[SessionState, frozenset[Event]] = {
-    SessionState.RECORDING: _CALL_EVENTS | {Event.CLOSE},
-    SessionState.FAILED: _CALL_EVENTS | {Event.CLOSE},
-    SessionState.SERVING: _CALL_EVENTS | {Event.CLOSE},
-    SessionState.POISONED: _CALL_EVENTS | {Event.CLOSE},
-    SessionState.CLOSED: frozenset(),
+STATE_EVENTS: dict[CassetteState, frozenset[Event]] = {
+    CassetteState.RECORDING: _CALL_EVENTS | {Event.CLOSE},
+    CassetteState.FAILED: _CALL_EVENTS | {Event.CLOSE},
+    CassetteState.SERVING: _CALL_EVENTS | {Event.CLOSE},
+    CassetteState.POISONED: _CALL_EVENTS | {Event.CLOSE},
+    CassetteState.CLOSED: frozenset(),
 }
 
-FAILURE_TRANSITIONS: dict[SessionState, SessionState] = {
-    SessionState.RECORDING: SessionState.FAILED,
-    SessionState.FAILED: SessionState.FAILED,
-    SessionState.SERVING: SessionState.POISONED,
-    SessionState.POISONED: SessionState.POISONED,
+FAILURE_TRANSITIONS: dict[CassetteState, CassetteState] = {
+    CassetteState.RECORDING: CassetteState.FAILED,
+    CassetteState.FAILED: CassetteState.FAILED,
+    CassetteState.SERVING: CassetteState.POISONED,
+    CassetteState.POISONED: CassetteState.POISONED,
 }
 
 # Per handle: phase -> event -> next phase; None as a target means the call is finished and
@@ -460,7 +460,7 @@ class ToolCassetteSession(abc.ABC):
 
     mode: ClassVar[str]
 
-    def __init__(self, config: ToolCassetteConfig, state: SessionState) -> None:
+    def __init__(self, config: ToolCassetteConfig, state: CassetteState) -> None:
         self.config = config
         self._filters = Filters(config.filters, config.functions)
         self._selects: dict[str, bool] = {}
@@ -513,7 +513,7 @@ class ToolCassetteSession(abc.ABC):
         self, event: Event, handle: str, tool: str
     ) -> tuple[_Call | None, CallPhase | None]:
         """Look up the transition for ``event``; raise before any change if it is illegal."""
-        if event not in SESSION_EVENTS[self.state]:
+        if event not in STATE_EVENTS[self.state]:
             raise IllegalEvent(event.value, self.state.value)
         if event is Event.CLOSE:
             return None, None
@@ -578,7 +578,7 @@ class RecordSession(ToolCassetteSession):
     mode = "record"
 
     def __init__(self, config: ToolCassetteConfig, recorder: Recorder, sink: LineSink | None) -> None:
-        super().__init__(config, SessionState.RECORDING)
+        super().__init__(config, CassetteState.RECORDING)
         self.recorder = recorder
         self._sink = sink
         self._chain = Chain()
@@ -614,7 +614,7 @@ class RecordSession(ToolCassetteSession):
     def observe(self, frame: ObservedResult | ObservedStep) -> None:
         """Keep the digest of something a replay will not serve (``divergence.py``): an unselected
         call's outcome, a model step's input. Nothing is written after the recording failed."""
-        if self.state is SessionState.RECORDING:
+        if self.state is CassetteState.RECORDING:
             error = self._emit(frame)
             if error is not None:
                 self._fail(error)
@@ -638,7 +638,7 @@ class RecordSession(ToolCassetteSession):
         ``handle`` names the call whose ``tools/execute`` answer waited for the line: it is
         refused instead of passed through, as a synchronous write failure would be.
         """
-        if self.state is SessionState.RECORDING:
+        if self.state is CassetteState.RECORDING:
             self._fail(error)
         call = None if handle is None else self._calls.get(handle)
         if call is None or handle is None:
@@ -655,7 +655,7 @@ class RecordSession(ToolCassetteSession):
         _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
         assert phase is CallPhase.EXECUTED
         self._selected += 1
-        if self.state is SessionState.FAILED:
+        if self.state is CassetteState.FAILED:
             self._calls[event.handle] = _Call(phase, event.tool, event.path, None)
             return Passthrough()
         outer = self._enclosing(event.path)
@@ -745,7 +745,7 @@ class RecordSession(ToolCassetteSession):
         Every selected tool is defined, called or not: the model sees all of them, so a replay
         standing them up offers the model the same tools.
         """
-        if self.state is not SessionState.RECORDING or tool in self._defined or not self.selects(tool):
+        if self.state is not CassetteState.RECORDING or tool in self._defined or not self.selects(tool):
             return
         try:
             lost = self._define(tool, contract)
@@ -780,7 +780,7 @@ class RecordSession(ToolCassetteSession):
         if call.frame is None:
             self._fail(ShortCircuited(call.tool, call.path, call.ordinal, _RESULT_WITHOUT_POST))
             return
-        if self.state is SessionState.FAILED:
+        if self.state is CassetteState.FAILED:
             return
         frame = call.frame
         final = event.result
@@ -815,7 +815,7 @@ class RecordSession(ToolCassetteSession):
         Every line emitted before must have been written, and its failure reported, first.
         """
         self._advance(Event.CLOSE, "", "")
-        if self.state is SessionState.RECORDING and self._pending() == 0 and interruption is None:
+        if self.state is CassetteState.RECORDING and self._pending() == 0 and interruption is None:
             if self._selected == 0 and self._cancelled_before_dispatch == 0:
                 self._errors.append(NothingSelected(os.path.basename(self.config.file), self.config.include))
                 return False
@@ -844,7 +844,7 @@ class RecordSession(ToolCassetteSession):
         elif not published and not any(isinstance(error, NothingSelected) for error in errors):
             cause = errors[0].code if errors else None
             errors.append(RecordingIncomplete(partial, self._pending(), cause))
-        self.state = SessionState.CLOSED
+        self.state = CassetteState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics(), published=published)
 
     def close(self, interruption: str | None = None) -> CloseReport:
@@ -880,7 +880,7 @@ class ReplaySession(ToolCassetteSession):
     mode = "replay"
 
     def __init__(self, config: ToolCassetteConfig, cassette: Cassette) -> None:
-        super().__init__(config, SessionState.SERVING)
+        super().__init__(config, CassetteState.SERVING)
         self._records = cassette.calls
         self.version = cassette.header.version
         # Version 5: digests of what the recording did not serve, for the divergence check.
@@ -924,7 +924,7 @@ class ReplaySession(ToolCassetteSession):
         _, phase = self._advance(Event.EXECUTE, event.handle, event.tool)
         assert phase is CallPhase.EXECUTED
         self._selected += 1
-        if self.state is SessionState.POISONED:
+        if self.state is CassetteState.POISONED:
             return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
         try:
             args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
@@ -1046,7 +1046,7 @@ class ReplaySession(ToolCassetteSession):
             errors.append(UnconsumedRecords(
                 remaining, first.ordinal, first.tool, first.path, cassette=self._name
             ))
-        self.state = SessionState.CLOSED
+        self.state = CassetteState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics())
 
     def statistics(self) -> CassetteStats:

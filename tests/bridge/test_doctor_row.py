@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dsh_sidecar.bridge.api import cli
 from dsh_sidecar.bridge.api.run import HostNotFound
 from dsh_sidecar.bridge.host import doctor
-from dsh_sidecar.bridge.host.doctor import Row, parse_row
+from dsh_sidecar.bridge.host.doctor import SidecarRow, parse_row
 from dsh_sidecar.bridge.host.toolchain import HostError
 
 DUMP = """\
@@ -63,14 +63,14 @@ def test_the_row_block_is_read_with_its_config() -> None:
 
 
 @pytest.mark.parametrize(("dump", "expected"), [
-    ("- id: other\n  disabled: false\n", Row("missing", None)),
-    ("- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: true\n  config: {}\n", Row("disabled", {})),
-    ("- id: sidecar\n  config:\n    python: &anchor [a]\n", Row("unknown", None)),
-    ("- id: sidecar\n  config:\n    key:value\n", Row("unknown", None)),
-    ("- id: sidecar\n  config:\n    python:\n      - a: b\n", Row("unknown", None)),
-    ("- id: sidecar\n  config:\n    trace: t.jsonl # a comment\n", Row("unknown", None)),
+    ("- id: other\n  disabled: false\n", SidecarRow("missing", None)),
+    ("- id: sidecar\n  name: dsh-sidecar-shim\n  disabled: true\n  config: {}\n", SidecarRow("disabled", {})),
+    ("- id: sidecar\n  config:\n    python: &anchor [a]\n", SidecarRow("unknown", None)),
+    ("- id: sidecar\n  config:\n    key:value\n", SidecarRow("unknown", None)),
+    ("- id: sidecar\n  config:\n    python:\n      - a: b\n", SidecarRow("unknown", None)),
+    ("- id: sidecar\n  config:\n    trace: t.jsonl # a comment\n", SidecarRow("unknown", None)),
 ])
-def test_missing_disabled_and_unreadable_rows(dump: str, expected: Row) -> None:
+def test_missing_disabled_and_unreadable_rows(dump: str, expected: SidecarRow) -> None:
     assert parse_row(dump) == expected
 
 
