@@ -13,12 +13,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsh_sidecar.bridge.api.compose import private_home
 from dsh_sidecar.python_core.session_log import project_key, read_session_log
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,9 +145,17 @@ class Dsh:
         return [str(DSH), "--profile", "headless", "--patch", str(self.patch_file()), task]
 
     def environ(self) -> dict[str, str]:
-        """The environment of a run: the project host, telemetry off, no keys."""
+        """The environment of a run: the project host, telemetry off, no keys.
+
+        ``DSH_HOME`` is a home of this run's own that links every entry of the project's (its
+        sessions root too) but the profile's ``cordis.yml``, as the run API's private homes do:
+        rc.8 rewrites that file at every boot, and two plain ``dsh`` boots in one home (two xdist
+        workers) raced on it: one booted without the sidecar row (``MISSING_CREDENTIAL``).
+        """
         env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
-        env.update(DSH_HOME=str(DSH_HOME), DSH_TELEMETRY_DISABLED="1")
+        private = Path(tempfile.mkdtemp(prefix=".dsh-home-", dir=self.cwd.parent))
+        home = private_home(DSH_HOME, "headless", private, DSH_HOME / "sessions")
+        env.update(DSH_HOME=str(home), DSH_TELEMETRY_DISABLED="1")
         env["PATH"] = f"{HOST / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         return env
 

@@ -189,8 +189,9 @@ def test_replaying_a_tampered_cassette_is_refused_at_boot_with_the_fix(make_dsh:
 
     assert (run.rc, run.stdout) == (1, "")
     assert run.stderr.splitlines() == [
-        # line 2 is echo's recorded contract (a version 3 tool frame)
-        "dsh-sidecar: CASSETTE_INVALID: line 3 call/start ordinal 0: hash does not match the frame",
+        # line 2 is echo's recorded contract (a tool frame), line 3 the model step that called it
+        # (an observed/step frame, version 5)
+        "dsh-sidecar: CASSETTE_INVALID: line 4 call/start ordinal 0: hash does not match the frame",
         "dsh-sidecar: fix: `dsh-tool-cassette verify <file>` shows the first broken frame; re-record the cassette",
     ]
     assert "hello" not in run.stderr.lower()
@@ -256,10 +257,15 @@ def test_a_tool_whose_plugin_is_off_during_replay_is_stood_up_from_the_cassette(
     run = replayer.run('/mock run echo({"text": "hi"})')
 
     assert run.rc == 0, run.stderr
-    assert [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")] == [
+    lines = [line for line in run.stderr.splitlines() if line.startswith("dsh-sidecar: ")]
+    assert lines[0] == (
         "dsh-sidecar: tool cassette replay: 1 selected calls, 1 consumed, 0 unconsumed, poisoned: no, "
-        "stood up from the cassette (no plugin registered them): echo",
-    ]
+        "stood up from the cassette (no plugin registered them): echo"
+    )
+    # The plugin's other tools are gone with it: the model is offered fewer tools than when
+    # recorded, which the replay names (issue 29: divergence is named, never silent).
+    assert len(lines) == 2 and lines[1].startswith(
+        "dsh-sidecar: warning: REPLAY_DIVERGED: model step 1 of turn 1 was offered other tools than when recorded")
     assert run.bodies() == ["echo"]  # the recording's body only
 
 
