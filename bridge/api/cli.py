@@ -20,6 +20,7 @@ import click
 import msgspec
 
 from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -269,6 +270,24 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
         _fail(exc)
     click.echo(f"installed {directory.name} into {profile_dir}")
     _path_hint(env)
+
+
+@main.command("new-plugin")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Folder to create the plugin's folder NAME in.")
+def new_plugin(name: str, parent: Path) -> None:
+    """Scaffold the DSH tool plugin NAME (package.json, cordis.patch.yml, index.js with one tool) and a
+    pytest test that records and replays it (docs/tool-plugin-guide.md)."""
+    try:
+        made = scaffold_plugin(name, parent)
+    except SidecarError as exc:
+        _fail(exc)
+    shown = os.path.join(str(parent), name) if parent != Path(".") else name
+    click.echo(f"created {shown}/: {', '.join(made.files)} (tool {made.tool})")
+    click.echo("next:")
+    for step in next_steps(made, shown):
+        click.echo(f"  {step}")
 
 
 @main.command("run", context_settings={"allow_interspersed_args": False})
