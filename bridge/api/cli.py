@@ -324,6 +324,9 @@ def run_command(
     \b
     dsh-sidecar run --tool-cassette w.ndjson --include weather_lookup --record-mode once -- \\
         '/mock run weather_lookup({"city": "Paris"})'
+
+    The host: $DSH_SIDECAR_HOST (a host prefix), else the .host found from --cwd or this folder
+    upwards (as git finds its repository). The DSH home: $DSH_HOME, else the host's dsh-home.
     """
     if (task is None) == (script is None):
         raise click.UsageError("give exactly one of TASK and --script")

@@ -62,7 +62,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dsh-record-mode", choices=RECORD_MODES, default=None,
         help="none (default): replay only; once: record missing cassettes; all: re-record every cassette.",
     )
-    group.addoption("--dsh-host", default=None, help="DSH host prefix (default: .host found from the rootdir up).")
+    group.addoption(
+        "--dsh-host", default=None,
+        help="DSH host prefix; write it --dsh-host=DIR (with a space, pytest may take DIR as its rootdir). "
+        "Default: $DSH_SIDECAR_HOST, else the .host found from the rootdir up. DSH_HOME: $DSH_HOME, else "
+        "DIR/dsh-home.",
+    )
     group.addoption(
         "--dsh-setup", action="store_true",
         help="Install the DSH host and the plugin if missing (once, under a lock shared by xdist workers).",
@@ -97,6 +102,30 @@ def pytest_configure(config: pytest.Config) -> None:
         "cassette base path (relative to the test file), record mode, test logic (merged over the dsh_config "
         "fixture), the tools allowed to run live (True: all) and a DSH process per run (cold) for the dsh fixture",
     )
+    if _rootdir_from_host_option(config):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            "DSH_HOST_ROOTDIR: pytest took the value of `--dsh-host DIR` (written with a space) as a test path and "
+            "chose its rootdir from it, so this project's pytest.ini (dsh_patches, ...) was not read; write "
+            "--dsh-host=DIR"), stacklevel=2)
+
+
+def _rootdir_from_host_option(config: pytest.Config) -> bool:
+    """Whether pytest took the value of ``--dsh-host DIR`` (written with a space) for a test path
+    and chose its rootdir (and so its ini file) from it: the rootdir is DIR or one of its parents
+    and not the invocation folder or one of its parents."""
+    args = list(config.invocation_params.args)
+    values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--dsh-host"]
+    if not values:
+        return False
+    invoked = Path(config.invocation_params.dir).resolve()
+    root = config.rootpath.resolve()
+    if root == invoked or root in invoked.parents:
+        return False
+    for value in values:
+        host = (invoked / value).resolve()
+        if root == host or root in host.parents:
+            return True
+    return False
 
 
 def _setup_host(prefix: Path) -> HostEnv:
@@ -117,7 +146,9 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
     if pytestconfig.getoption("--dsh-setup"):
         return _setup_host(Path(explicit) if explicit else pytestconfig.rootpath / ".host")
     if explicit:
-        return host_env(Path(explicit))
+        # As $DSH_SIDECAR_HOST=DIR does (find_host): the prefix from here, the home from $DSH_HOME.
+        home = os.environ.get("DSH_HOME", "").strip()
+        return host_env(Path(explicit), Path(home) if home else None)
     try:
         return find_host(pytestconfig.rootpath)
     except HostNotFound as exc:
