@@ -130,7 +130,7 @@ def _subagent_cassette(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
-    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v4: 1 calls"),
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: link: dsh-tool-cassette v4: 1 calls"),
     ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v4\ncalls: 1"),
     ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
