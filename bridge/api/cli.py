@@ -348,6 +348,7 @@ def run_command(
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`", skip_unused_rows=not all_rows,
+            config_hint="correct the `{key}` key of the --config file",
         )
     except SidecarError as exc:
         _fail(exc)

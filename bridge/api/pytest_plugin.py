@@ -31,11 +31,12 @@ from typing import Any
 
 import pytest
 
-from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.run import FAULTS_LEFT_OUT, run
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
     CassetteMissing,
+    FaultsLeftOut,
     HostNotFound,
     ModelCassette,
     RecordedFailure,
@@ -251,7 +252,9 @@ class DshRunner:
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
                 model_cassette=model_cassette, record_mode=record_mode or self.record_mode, rows=rows,
                 patches=[*self.patches, *patches], host=self.host,
-                record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
+                record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once",
+                config_hint="correct the `{key}` key of the dsh_config fixture or @pytest.mark.dsh(config={{...}})",
+                **options,
             )
         except CassetteMissing as exc:
             missing = str(exc)
@@ -265,9 +268,13 @@ class DshRunner:
         for line in _recorded_failures(result):
             # A passing test's stderr is never shown: the line the run printed becomes a warning.
             warnings.warn(RecordedFailure(line), stacklevel=2)
+        for line in result.stderr.splitlines():
+            if line.startswith(_LEFT_OUT):
+                warnings.warn(FaultsLeftOut(line.removeprefix("dsh-sidecar: ")), stacklevel=2)
         return result
 
 
+_LEFT_OUT = f"dsh-sidecar: {FAULTS_LEFT_OUT}: "
 _FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT_CHILD_FAILED: ")
 
 
