@@ -552,6 +552,52 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
     click.echo(f"final:   {summary.final_text[:200]!r}")
 
 
+def _last_written(folder: Path) -> float:
+    """When a session folder was last written: the newest mtime of it and its entries."""
+    times = [folder.stat().st_mtime]
+    for entry in folder.iterdir():
+        try:
+            times.append(entry.lstat().st_mtime)
+        except OSError:
+            continue
+    return max(times)
+
+
+@sessions.command("prune")
+@click.option("--older-than", "days", type=click.FloatRange(min=0), default=None, metavar="DAYS",
+              help="Only sessions last written more than DAYS days ago (default: every session).")
+@click.option("--cwd", default=None, help="Only the sessions of this DSH working directory (default: every folder's).")
+@_DSH_HOME
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, dry_run: bool) -> None:
+    """Remove session logs (whole session folders) by age and by working folder.
+
+    Session logs keep what a cassette's filters removed: the live arguments and results of a
+    recording run. Prints one line per session it removes (its id and its folder's key).
+    """
+    root = _sessions_home(dsh_home) / "sessions"
+    if cwd is not None:
+        projects = [root / project_key(os.path.realpath(cwd))]
+    else:
+        projects = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+    cutoff = None if days is None else time.time() - days * 86400
+    verb = "would remove" if dry_run else "removed"
+    removed = kept = 0
+    for project in projects:
+        entries = sorted(project.iterdir()) if project.is_dir() else []
+        for entry in entries:
+            if not entry.is_dir() or entry.is_symlink():
+                continue
+            if cutoff is not None and _last_written(entry) >= cutoff:
+                kept += 1
+                continue
+            if not dry_run:
+                shutil.rmtree(entry)
+            removed += 1
+            click.echo(f"{verb} {entry.name} ({project.name})")
+    click.echo(f"{removed} session(s) {'to remove' if dry_run else 'removed'}, {kept} kept", err=True)
+
+
 main.add_command(mock_cli, "mock")
 main.add_command(model_cassette_cli, "model-cassette")
 main.add_command(subagent_cassette_cli, "subagent-cassette")
