@@ -20,6 +20,7 @@ import click
 import msgspec
 
 from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -271,6 +272,24 @@ def add_local_plugin(directory: Path, profile: str, prefix: Path | None, dsh_hom
     _path_hint(env)
 
 
+@main.command("new-plugin")
+@click.argument("name")
+@click.option("--dir", "parent", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
+              show_default=True, help="Folder to create the plugin's folder NAME in.")
+def new_plugin(name: str, parent: Path) -> None:
+    """Scaffold the DSH tool plugin NAME (package.json, cordis.patch.yml, index.js with one tool) and a
+    pytest test that records and replays it (docs/tool-plugin-guide.md)."""
+    try:
+        made = scaffold_plugin(name, parent)
+    except SidecarError as exc:
+        _fail(exc)
+    shown = os.path.join(str(parent), name) if parent != Path(".") else name
+    click.echo(f"created {shown}/: {', '.join(made.files)} (tool {made.tool})")
+    click.echo("next:")
+    for step in next_steps(made, shown):
+        click.echo(f"  {step}")
+
+
 @main.command("run", context_settings={"allow_interspersed_args": False})
 @click.argument("task", required=False)
 @click.option("--tool-cassette", "tool_file", default=None, help="Tool cassette file (relative to --cwd).")
@@ -307,6 +326,9 @@ def run_command(
     \b
     dsh-sidecar run --tool-cassette w.ndjson --include weather_lookup --record-mode once -- \\
         '/mock run weather_lookup({"city": "Paris"})'
+
+    The host: $DSH_SIDECAR_HOST (a host prefix), else the .host found from --cwd or this folder
+    upwards (as git finds its repository). The DSH home: $DSH_HOME, else the host's dsh-home.
     """
     if (task is None) == (script is None):
         raise click.UsageError("give exactly one of TASK and --script")
@@ -329,6 +351,7 @@ def run_command(
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`", skip_unused_rows=not all_rows,
             strict_replay=strict_replay,
+            config_hint="correct the `{key}` key of the --config file",
         )
     except SidecarError as exc:
         _fail(exc)
@@ -530,6 +553,52 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
         click.echo(f"mock     {m.state} steps {m.steps_completed}/{m.step_count}"
                    + (f" {m.error_code}" if m.error_code else ""))
     click.echo(f"final:   {summary.final_text[:200]!r}")
+
+
+def _last_written(folder: Path) -> float:
+    """When a session folder was last written: the newest mtime of it and its entries."""
+    times = [folder.stat().st_mtime]
+    for entry in folder.iterdir():
+        try:
+            times.append(entry.lstat().st_mtime)
+        except OSError:
+            continue
+    return max(times)
+
+
+@sessions.command("prune")
+@click.option("--older-than", "days", type=click.FloatRange(min=0), default=None, metavar="DAYS",
+              help="Only sessions last written more than DAYS days ago (default: every session).")
+@click.option("--cwd", default=None, help="Only the sessions of this DSH working directory (default: every folder's).")
+@_DSH_HOME
+@click.option("--dry-run", is_flag=True, help="Print what would be removed; remove nothing.")
+def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, dry_run: bool) -> None:
+    """Remove session logs (whole session folders) by age and by working folder.
+
+    Session logs keep what a cassette's filters removed: the live arguments and results of a
+    recording run. Prints one line per session it removes (its id and its folder's key).
+    """
+    root = _sessions_home(dsh_home) / "sessions"
+    if cwd is not None:
+        projects = [root / project_key(os.path.realpath(cwd))]
+    else:
+        projects = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()) if root.is_dir() else []
+    cutoff = None if days is None else time.time() - days * 86400
+    verb = "would remove" if dry_run else "removed"
+    removed = kept = 0
+    for project in projects:
+        entries = sorted(project.iterdir()) if project.is_dir() else []
+        for entry in entries:
+            if not entry.is_dir() or entry.is_symlink():
+                continue
+            if cutoff is not None and _last_written(entry) >= cutoff:
+                kept += 1
+                continue
+            if not dry_run:
+                shutil.rmtree(entry)
+            removed += 1
+            click.echo(f"{verb} {entry.name} ({project.name})")
+    click.echo(f"{removed} session(s) {'to remove' if dry_run else 'removed'}, {kept} kept", err=True)
 
 
 main.add_command(mock_cli, "mock")

@@ -31,11 +31,12 @@ from typing import Any
 
 import pytest
 
-from dsh_sidecar.bridge.api.run import run
+from dsh_sidecar.bridge.api.run import FAULTS_LEFT_OUT, run
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
     CassetteMissing,
+    FaultsLeftOut,
     HostNotFound,
     ModelCassette,
     RecordedFailure,
@@ -63,7 +64,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dsh-record-mode", choices=RECORD_MODES, default=None,
         help="none (default): replay only; once: record missing cassettes; all: re-record every cassette.",
     )
-    group.addoption("--dsh-host", default=None, help="DSH host prefix (default: .host found from the rootdir up).")
+    group.addoption(
+        "--dsh-host", default=None,
+        help="DSH host prefix; write it --dsh-host=DIR (with a space, pytest may take DIR as its rootdir). "
+        "Default: $DSH_SIDECAR_HOST, else the .host found from the rootdir up. DSH_HOME: $DSH_HOME, else "
+        "DIR/dsh-home.",
+    )
     group.addoption(
         "--dsh-setup", action="store_true",
         help="Install the DSH host and the plugin if missing (once, under a lock shared by xdist workers).",
@@ -105,6 +111,30 @@ def pytest_configure(config: pytest.Config) -> None:
         "dsh_config fixture), the tools allowed to run live (True: all), a DSH process per run (cold) and a "
         "replay that diverged from its recording failing the test (strict) for the dsh fixture",
     )
+    if _rootdir_from_host_option(config):
+        config.issue_config_time_warning(pytest.PytestConfigWarning(
+            "DSH_HOST_ROOTDIR: pytest took the value of `--dsh-host DIR` (written with a space) as a test path and "
+            "chose its rootdir from it, so this project's pytest.ini (dsh_patches, ...) was not read; write "
+            "--dsh-host=DIR"), stacklevel=2)
+
+
+def _rootdir_from_host_option(config: pytest.Config) -> bool:
+    """Whether pytest took the value of ``--dsh-host DIR`` (written with a space) for a test path
+    and chose its rootdir (and so its ini file) from it: the rootdir is DIR or one of its parents
+    and not the invocation folder or one of its parents."""
+    args = list(config.invocation_params.args)
+    values = [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == "--dsh-host"]
+    if not values:
+        return False
+    invoked = Path(config.invocation_params.dir).resolve()
+    root = config.rootpath.resolve()
+    if root == invoked or root in invoked.parents:
+        return False
+    for value in values:
+        host = (invoked / value).resolve()
+        if root == host or root in host.parents:
+            return True
+    return False
 
 
 def _setup_host(prefix: Path) -> HostEnv:
@@ -125,7 +155,9 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
     if pytestconfig.getoption("--dsh-setup"):
         return _setup_host(Path(explicit) if explicit else pytestconfig.rootpath / ".host")
     if explicit:
-        return host_env(Path(explicit))
+        # As $DSH_SIDECAR_HOST=DIR does (find_host): the prefix from here, the home from $DSH_HOME.
+        home = os.environ.get("DSH_HOME", "").strip()
+        return host_env(Path(explicit), Path(home) if home else None)
     try:
         return find_host(pytestconfig.rootpath)
     except HostNotFound as exc:
@@ -231,7 +263,9 @@ class DshRunner:
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
                 model_cassette=model_cassette, record_mode=record_mode or self.record_mode, rows=rows,
                 patches=[*self.patches, *patches], host=self.host,
-                record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once", **options,
+                record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once",
+                config_hint="correct the `{key}` key of the dsh_config fixture or @pytest.mark.dsh(config={{...}})",
+                **options,
             )
         except CassetteMissing as exc:
             missing = str(exc)
@@ -248,10 +282,13 @@ class DshRunner:
         for line in result.stderr.splitlines():
             if line.startswith(_DIVERGED_LINE):
                 warnings.warn(ReplayDivergence(line.removeprefix("dsh-sidecar: warning: ")), stacklevel=2)
+            if line.startswith(_LEFT_OUT):
+                warnings.warn(FaultsLeftOut(line.removeprefix("dsh-sidecar: ")), stacklevel=2)
         return result
 
 
 _DIVERGED_LINE = "dsh-sidecar: warning: REPLAY_DIVERGED: "
+_LEFT_OUT = f"dsh-sidecar: {FAULTS_LEFT_OUT}: "
 _FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT_CHILD_FAILED: ")
 
 

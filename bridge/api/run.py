@@ -55,6 +55,7 @@ from dsh_sidecar.bridge.host.discovery import default_dsh_home, find_host
 from dsh_sidecar.bridge.host.stderr import broken_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv
 from dsh_sidecar.bridge.transport.report import read_report
+from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.mock import Script
 from dsh_sidecar.python_core.stubs import StubFailure
 
@@ -82,6 +83,11 @@ __all__ = [
     "run",
 ]
 
+CONFIG_HINT = "correct the `{key}` argument (ToolCassette(...) or run(...))"
+"""The run API's fix for a refused test-logic key; the pytest plugin and the CLI pass their own."""
+FAULTS_LEFT_OUT = "FAULTS_LEFT_OUT"
+"""The note a recording run prints when it left a fault overlay out."""
+
 
 def run(
     task: str | None = None,
@@ -102,6 +108,7 @@ def run(
     env: Mapping[str, str] | None = None,
     timeout: float = 120.0,
     record_hint: str = "record it with record mode `once`",
+    config_hint: str = CONFIG_HINT,
     stubs: Mapping[str, Callable[..., Any] | str] | None = None,
     allow_live_tools: bool | Sequence[str] = True,
     compile_cache: bool = True,
@@ -126,6 +133,10 @@ def run(
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
         record_hint: how to record a missing cassette, in the words of the caller's interface.
+        config_hint: how to correct a test-logic key the sidecar refused (``INVALID_CONFIG`` of
+            ``toolCassette.faults`` and the like), in the words of the caller's interface;
+            ``{key}`` is the key (``faults``, ``filters``, ``ignore``, ``allow_redacted_replay``,
+            ``stubs``).
         stubs: tool name to the function serving it instead of its body (docs/test-logic.md): a
             module-level function (it runs in the sidecar process, imported from its file) or a
             ``module:function`` / ``file.py:function`` reference resolved against ``cwd``.
@@ -154,7 +165,7 @@ def run(
     _check_arguments(task, script, record_mode, allow_live_tools)
     workdir = Path(cwd or os.getcwd()).resolve()
     host = host or find_host(workdir)
-    plans, sidecar = _sidecar_config(
+    plans, sidecar, notes = _sidecar_config(
         workdir, record_mode, record_hint, tool_cassette, subagent_cassette, model_cassette, stubs, allow_live_tools,
     )
     if not isinstance(strict_replay, bool):
@@ -214,8 +225,30 @@ def run(
         published = publish(plan, complete, named) if plan.mode == "record" else False
         filtered = plan.kind == "tool" and tool_cassette is not None and bool(tool_cassette.filters)
         summaries[plan.kind] = summarize(plan, count, published, filtered)
-    return build_result(host, text, report, outcome.exit_code, outcome.stdout, outcome.stderr, outcome.timed_out,
+    stderr = "".join(f"dsh-sidecar: {note}\n" for note in notes) + _config_fix(outcome.stderr, config_hint)
+    return build_result(host, text, report, outcome.exit_code, outcome.stdout, stderr, outcome.timed_out,
                         outcome.duration_ms, summaries)
+
+
+_ROW_FIX = "dsh-sidecar: fix: " + ConfigError.hint
+_LOGIC_FIELDS = (("toolCassette.faults", "faults"), ("toolCassette.filters", "filters"),
+                 ("toolCassette.match", "ignore"), ("toolCassette.allowRedactedReplay", "allow_redacted_replay"),
+                 ("stubs", "stubs"))
+
+
+def _config_fix(stderr: str, hint: str) -> str:
+    """The sidecar's fix for a refused test-logic key names the row config (what a plain ``dsh`` run
+    has); this run wrote that row from its caller's arguments, so the fix names the caller's key."""
+    lines = stderr.split("\n")
+    for index, line in enumerate(lines[:-1]):
+        if not line.startswith("dsh-sidecar: INVALID_CONFIG: ") or lines[index + 1] != _ROW_FIX:
+            continue
+        field = line.removeprefix("dsh-sidecar: INVALID_CONFIG: ").split(":", 1)[0]
+        key = next((key for prefix, key in _LOGIC_FIELDS if field == prefix or field.startswith(
+            (prefix + ".", prefix + "["))), None)
+        if key is not None:
+            lines[index + 1] = "dsh-sidecar: fix: " + hint.format(key=key)
+    return "\n".join(lines)
 
 
 def _check_arguments(task: str | None, script: object, record_mode: str, allow_live_tools: object) -> None:
@@ -233,16 +266,25 @@ def _sidecar_config(
     workdir: Path, record_mode: RecordMode, hint: str, tool_cassette: ToolCassette | None,
     subagent_cassette: SubagentCassette | None, model_cassette: ModelCassette | None,
     stubs: Mapping[str, Callable[..., Any] | str] | None, allow_live_tools: bool | Sequence[str],
-) -> tuple[list[CassettePlan], dict[str, Any]]:
-    """Each cassette's plan, and the sidecar row's config that carries them out."""
+) -> tuple[list[CassettePlan], dict[str, Any], list[str]]:
+    """Each cassette's plan, the sidecar row's config that carries them out, and the notes the run
+    prints first (a fault overlay left out of a recording)."""
     plans: list[CassettePlan] = []
     sidecar: dict[str, Any] = {}
+    notes: list[str] = []
     if tool_cassette is not None:
         plan = plan_cassette("tool", tool_cassette.file, workdir, record_mode, hint)
         plans.append(plan)
+        section = tool_cassette.section()
+        if plan.mode == "record" and "faults" in section:
+            # A fault overlay is replay only; the same test records, then replays with it.
+            faults = section.pop("faults")
+            name = faults.get("name") if isinstance(faults, Mapping) else None
+            named = f" {name}" if isinstance(name, str) and name else ""
+            notes.append(f"{FAULTS_LEFT_OUT}: toolCassette.faults: the fault overlay{named} applies on replay only; "
+                         f"this recording of {plan.name} ran without it, and a replay of it applies it")
         sidecar["toolCassette"] = {
-            "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include),
-            **tool_cassette.section(),
+            "mode": plan.mode, "file": str(plan.write_to), "include": list(tool_cassette.include), **section,
         }
     if stubs:
         sidecar["stubs"] = {tool: function_reference(f"stubs[{tool!r}]", stub) for tool, stub in stubs.items()}
@@ -259,4 +301,5 @@ def _sidecar_config(
         sidecar["modelCassette"] = {**model_cassette.options, "mode": plan.mode, "file": str(plan.write_to)}
     if record_mode == "none" and allow_live_tools is not True:
         sidecar["liveTools"] = [] if allow_live_tools is False else list(allow_live_tools)
-    return plans, sidecar
+    return plans, sidecar, notes
+

@@ -27,6 +27,7 @@ __all__ = [
     "CassetteNotAFile",
     "CassetteSummary",
     "Diagnostic",
+    "FaultsLeftOut",
     "HostNotFound",
     "ModelCassette",
     "RecordMode",
@@ -66,6 +67,13 @@ class RecordedFailure(UserWarning):
 
     The pytest plugin warns with it when the test does not fail on that run: recording a failure
     is legitimate, but a passing test's stderr is never shown.
+    """
+
+
+class FaultsLeftOut(UserWarning):
+    """A recording run was given a fault overlay (replay only): the run left it out.
+
+    The pytest plugin warns with it, once per run that left one out (``FAULTS_LEFT_OUT``).
     """
 
 

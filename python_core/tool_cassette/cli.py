@@ -9,6 +9,7 @@ tool, path, fingerprints, JSON pointers, counts), never file content or the abso
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import click
@@ -26,7 +27,7 @@ from dsh_sidecar.python_core.tool_cassette.diff import (
     diff_cassettes,
     outcome_label,
 )
-from dsh_sidecar.python_core.tool_cassette.errors import fingerprint
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid, fingerprint
 from dsh_sidecar.python_core.tool_cassette.format import PROTOCOL
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
@@ -50,6 +51,13 @@ def _report_or_exit(file: str) -> VerifyReport:
 def _load_or_exit(file: str, label: str = "") -> Cassette:
     try:
         return load(file)
+    except CassetteInvalid as error:
+        # Nothing of a file that fails verify can be trusted to compare: say how to make it verify.
+        fixed = CassetteInvalid(
+            f"{_name(file)}: {error.message}; a file that fails verify cannot be compared: if you edited it by "
+            f"hand, `dsh-tool-cassette reseal {_name(file)}` makes it verify again (the file is then yours), "
+            "else re-record it")
+        raise NamedFailure(fixed, context=label) from None
     except SidecarError as error:
         raise NamedFailure(error, context=label) from None
 
@@ -72,15 +80,31 @@ def main() -> None:
     """Verify, inspect, diff and reseal dsh tool cassettes."""
 
 
+def _name(file: str) -> str:
+    """A file as results name it: without directories, control characters escaped."""
+    return printable(os.path.basename(file.rstrip("/")) or file)
+
+
 @main.command()
-@click.argument("file")
-def verify(file: str) -> None:
-    """Check protocol, hash chain, frame pairing, ordinals and tail of FILE."""
-    report = _report_or_exit(file)
-    if report.error is not None:
-        click.echo(str(report.error))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True)
+def verify(files: tuple[str, ...]) -> None:
+    """Check protocol, hash chain, frame pairing, ordinals and tail of each FILE; one line per file,
+    naming it; exit 1 if any is invalid or unreadable."""
+    failed = False
+    for file in files:
+        try:
+            report = verify_file(file)
+        except SidecarError as error:  # unreadable: on stderr, as a named error (it names the file)
+            click.echo(str(error), err=True)
+            failed = True
+            continue
+        if report.error is not None:
+            click.echo(f"{report.error.code}: {_name(file)}: {report.error.message}")
+            failed = True
+        else:
+            click.echo(f"valid: {_name(file)}: {_summary(report)}")
+    if failed:
         raise SystemExit(EXIT_FAILED)
-    click.echo(f"valid: {_summary(report)}")
 
 
 def _table(calls: list[CallSummary]) -> list[str]:

@@ -73,7 +73,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
     verbatim_text,
 )
 from dsh_sidecar.python_core.tool_cassette.host_state import relocated
-from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
+from dsh_sidecar.python_core.tool_cassette.matching import match_difference, reduce_args
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -907,9 +907,17 @@ class ReplaySession(ToolCassetteSession):
             raise IncludeDiffers(name)
         header = cassette.header
         if header.filters != (rules_digest(config.filters) if config.filters else UNSET):
-            raise RulesDiffer(name, "filters")
-        if ({} if header.match is UNSET else header.match) != config.match:
-            raise RulesDiffer(name, "match")
+            # The header holds the rules' fingerprint only (a regex may spell the secret): say
+            # which side has rules, and how many this replay declares.
+            declared = f"this replay declares {len(config.filters)} filter rule(s)"
+            raise RulesDiffer(name, "filters", (
+                f"the recording has no filters, {declared}" if header.filters is UNSET
+                else "the recording has filters, this replay declares none" if not config.filters
+                else f"{declared}, whose fingerprint is not the recording's (it stores only that "
+                "fingerprint, so which rule differs cannot be told)"))
+        recorded_match = {} if header.match is UNSET else header.match
+        if recorded_match != config.match:
+            raise RulesDiffer(name, "match", match_difference(recorded_match, config.match))
         return cls(config, cassette)
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:

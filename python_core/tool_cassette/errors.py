@@ -447,10 +447,11 @@ class RulesDiffer(SidecarError):
     code = "CASSETTE_RULES_DIFFER"
     hint = "declare the rules the cassette was recorded with (dsh-tool-cassette inspect shows them), or re-record"
 
-    def __init__(self, name: str, field: str) -> None:
-        super().__init__(f"toolCassette.{field} differs from the {field} recorded in {name}")
+    def __init__(self, name: str, field: str, rule: str) -> None:
+        super().__init__(f"toolCassette.{field} differs from the {field} recorded in {name}: {rule}")
         self.name = name
         self.field = field
+        self.rule = rule
 
 
 class RedactedReplay(SidecarError):

@@ -15,13 +15,28 @@ import msgspec
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.json_pointers import encodable, parse_pointer, without
 
-__all__ = ["MatchRule", "parse_match", "reduce_args"]
+__all__ = ["MatchRule", "match_difference", "parse_match", "reduce_args"]
 
 
 class MatchRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """One tool's rule: ``ignore`` lists argument pointers left out of the comparison."""
 
     ignore: tuple[str, ...]
+
+
+def match_difference(recorded: Mapping[str, MatchRule], declared: Mapping[str, MatchRule]) -> str:
+    """Which rule differs between the recording's match rules and a replay's, named by tool and
+    pointer (rules, never argument values); the first difference, and how many more there are."""
+    found: list[str] = []
+    for tool in sorted(set(recorded) | set(declared)):
+        kept = set(recorded[tool].ignore) if tool in recorded else set()
+        asked = set(declared[tool].ignore) if tool in declared else set()
+        found += [f"the recording ignores {p} of {tool}, this replay does not" for p in sorted(kept - asked)]
+        found += [f"this replay ignores {p} of {tool}, the recording does not" for p in sorted(asked - kept)]
+    if not found:
+        return "the rules are the same"
+    more = len(found) - 1
+    return found[0] + (f" (and {more} more difference{'s' if more > 1 else ''})" if more else "")
 
 
 def parse_match(raw: object, field: str = "toolCassette.match") -> dict[str, MatchRule]:

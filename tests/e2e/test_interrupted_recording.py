@@ -100,7 +100,7 @@ def test_an_interrupted_recording_keeps_its_partial_and_fails(
     verify = subprocess.run([TOOL_CLI, "verify", str(dsh.cwd / PARTIAL)], capture_output=True, text=True,
                             timeout=30)
     assert verify.returncode == 1
-    assert verify.stdout.startswith("CASSETTE_INVALID: missing complete tail frame")
+    assert verify.stdout.startswith(f"CASSETTE_INVALID: {PARTIAL}: missing complete tail frame")
 
 
 def test_a_turn_that_ends_is_published_by_the_same_script_shape(make_dsh: MakeDsh) -> None:

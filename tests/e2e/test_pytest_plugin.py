@@ -8,12 +8,13 @@ and a local weather service that is stopped before the offline runs.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from dshrun import ROOT
+from dshrun import ROOT, user_project, user_pytest
 from weather_service import weather_service
 
 EXAMPLE = ROOT / "tests" / "examples" / "test_weather.py"
@@ -91,3 +92,77 @@ def test_a_missing_cassette_fails_with_how_to_record_it(tmp_path: Path) -> None:
         "record it: pytest test_weather.py::test_paris_weather --dsh-record-mode once",
     ]
     assert not (project / "cassettes").exists() or not any((project / "cassettes").rglob("*.ndjson"))
+
+
+_SHOW_HOST = """
+def test_host(dsh_host):
+    print("home:", dsh_host.dsh_home.name, "prefix:", dsh_host.prefix.name)
+"""
+
+
+def test_dsh_host_honours_dsh_home_as_dsh_sidecar_host_does(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_host.py").write_text(_SHOW_HOST)
+    env = {k: v for k, v in os.environ.items() if k not in ("DSH_SIDECAR_HOST", "PYTEST_ADDOPTS")}
+    env["DSH_HOME"] = str(tmp_path / "my-home")
+    by_option = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider",
+                                f"--dsh-host={ROOT / '.host'}"], cwd=project, env=env, capture_output=True, text=True,
+                               timeout=300)
+    by_variable = subprocess.run([sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider"], cwd=project,
+                                 env={**env, "DSH_SIDECAR_HOST": str(ROOT / ".host")}, capture_output=True, text=True,
+                                 timeout=300)
+    for done in (by_option, by_variable):
+        assert done.returncode == 0, done.stdout[-2000:]
+        assert "home: my-home prefix: .host" in done.stdout
+
+
+def test_dsh_host_written_with_a_space_warns_that_the_project_ini_was_not_read(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "test_host.py").write_text(_SHOW_HOST)
+    (project / "pytest.ini").write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DSH_SIDECAR_HOST", "PYTEST_ADDOPTS", "DSH_HOME")}
+    spaced = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--dsh-host",
+                             str(ROOT / ".host")], cwd=project, env={**env, "COLUMNS": "300"}, capture_output=True,
+                            text=True, timeout=300)
+    assert spaced.returncode == 0, spaced.stdout[-2000:]
+    assert "DSH_HOST_ROOTDIR: pytest took the value of `--dsh-host DIR` (written with a space)" in spaced.stdout
+    joined = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}"],
+                            cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert joined.returncode == 0 and "DSH_HOST_ROOTDIR" not in joined.stdout, joined.stdout[-2000:]
+
+
+_FAULTS_TESTS = '''
+import pytest
+
+FAULTS = {"name": "slow-echo", "rules": [{"tool": "echo", "code": "TIMEOUT", "message": "30s"}]}
+
+
+@pytest.mark.dsh(config={"faults": FAULTS})
+def test_a_timeout(dsh):
+    result = dsh.run('/mock run echo({"text": "hi"})', tools=["echo"], check=False)
+    print("RAN", result.tool_cassette.mode, result.result("echo").error_code)
+
+
+@pytest.mark.dsh(config={"faults": {"name": "typo", "rules": [{"tol": "echo"}]}})
+def test_a_bad_overlay(dsh):
+    dsh.run('/mock run echo({"text": "hi"})', tools=["echo"])
+'''
+
+
+def test_a_fault_overlay_is_left_out_of_the_recording_once_and_applied_on_replay(tmp_path: Path) -> None:
+    project = user_project(tmp_path, _FAULTS_TESTS)
+    recorded = user_pytest(project, "-s", "-rA", "--dsh-record-mode", "once")
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert "RAN record None" in recorded.stdout
+    assert recorded.stdout.count("FaultsLeftOut: FAULTS_LEFT_OUT: toolCassette.faults: the fault overlay slow-echo "
+                                 "applies on replay only; this recording of test_a_timeout.tools.ndjson ran without "
+                                 "it, and a replay of it applies it") == 1
+    replayed = user_pytest(project, "-s", "-rA")
+    assert replayed.returncode == 1, replayed.stdout[-3000:]
+    assert "RAN replay TIMEOUT" in replayed.stdout
+    assert "FAULTS_LEFT_OUT" not in replayed.stdout
+    assert ("    fix: correct the `faults` key of the dsh_config fixture or "
+            "@pytest.mark.dsh(config={...})") in replayed.stdout
+    assert "cordis.patch.yml" not in replayed.stdout

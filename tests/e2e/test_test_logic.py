@@ -139,7 +139,8 @@ def test_replay_with_other_filters_is_refused_by_name(tmp_path: Path) -> None:
     replay = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=other, record_mode="none")
     assert replay.exit_code == 1
     assert replay.stderr.splitlines()[:2] == [
-        "dsh-sidecar: CASSETTE_RULES_DIFFER: toolCassette.filters differs from the filters recorded in echo.ndjson",
+        "dsh-sidecar: CASSETTE_RULES_DIFFER: toolCassette.filters differs from the filters recorded in echo.ndjson: "
+        "the recording has filters, this replay declares none",
         "dsh-sidecar: fix: declare the rules the cassette was recorded with (dsh-tool-cassette inspect shows "
         "them), or re-record",
     ]
@@ -162,8 +163,8 @@ def test_an_ignored_pointer_may_change_and_any_other_argument_is_a_named_mismatc
     assert other.errors[0].message.endswith(": changed /text")
     unruled = run('/mock run echo({"text": "a", "tags": ["req-2"]})', cwd=tmp_path, rows=_tools(),
                   tool_cassette=ToolCassette(file="echo.ndjson", include=["echo"]), record_mode="none")
-    assert "CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in echo.ndjson" \
-        in unruled.stderr
+    assert ("CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in echo.ndjson: the "
+            "recording ignores /tags of echo, this replay does not") in unruled.stderr
     assert tool_bodies(tmp_path) == ["echo"]
 
 

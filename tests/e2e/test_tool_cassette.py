@@ -386,7 +386,7 @@ def test_killing_dsh_mid_recording_keeps_an_unverifiable_partial(make_dsh: MakeD
     assert not (recorder.cwd / CASSETTE).exists()
     verify = _cli("verify", str(partial))
     assert verify.returncode == 1
-    assert verify.stdout.startswith("CASSETTE_INVALID: missing complete tail frame")
+    assert verify.stdout.startswith(f"CASSETTE_INVALID: {partial.name}: missing complete tail frame")
     assert str(recorder.cwd) not in verify.stdout + verify.stderr
 
 

@@ -130,7 +130,7 @@ def _subagent_cassette(path: Path) -> None:
 
 
 @pytest.mark.parametrize(("name", "command", "head", "write", "first"), [
-    ("tool verify", tool, ["verify"], _tool_cassette, "valid: dsh-tool-cassette v5: 1 calls"),
+    ("tool verify", tool, ["verify"], _tool_cassette, "valid: link: dsh-tool-cassette v5: 1 calls"),
     ("tool inspect", tool, ["inspect"], _tool_cassette, "protocol: dsh-tool-cassette v5\ncalls: 1"),
     ("mock validate", mock, ["validate"], _mock_script, "ok: link (canonical-json): 1 executable step(s)"),
     ("mock convert", mock, ["convert"], _mock_script, "{\"steps\":[{\"args\":{},\"tool\":\"a\"}]"),
@@ -195,3 +195,11 @@ def test_dsh_sidecar_sessions_show_without_a_session_exits_one(tmp_path: Path) -
         1, "dsh-sidecar: SESSION_NOT_FOUND: no session for this folder; list them with `dsh-sidecar sessions list`\n",
     )
 
+
+
+def test_run_help_names_the_variables_that_choose_the_host_and_the_dsh_home() -> None:
+    code, output = _invoke(sidecar, ["run", "--help"])
+    assert code == 0
+    text = " ".join(output.split())
+    assert "$DSH_SIDECAR_HOST (a host prefix), else the .host found from --cwd or this folder upwards" in text
+    assert "The DSH home: $DSH_HOME, else the host's dsh-home." in text

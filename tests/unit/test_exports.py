@@ -42,6 +42,9 @@ OPTIONS = ["--dsh-all-rows", "--dsh-allow-live-tools", "--dsh-cold", "--dsh-host
 INI = ["dsh_all_rows", "dsh_allow_live_tools", "dsh_cold", "dsh_patches", "dsh_strict_replay"]
 MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict")
 FIXTURES = ["dsh", "dsh_config", "dsh_host", "dsh_warm_pool"]
+COMMANDS = ["add-local-plugin", "host", "install", "mock", "model-cassette", "new-plugin", "run", "sessions",
+            "shellenv", "subagent-cassette", "tool-cassette"]
+SESSIONS = ["list", "prune", "show"]
 
 
 def test_the_package_exports_exactly_the_public_api() -> None:
@@ -70,6 +73,13 @@ def test_the_pytest_plugin_offers_exactly_its_options_ini_keys_marker_keys_and_f
     fixtures = subprocess.run([sys.executable, "-m", "pytest", "--fixtures", "-q"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120).stdout
     assert sorted(set(re.findall(r"^(dsh[a-z_]*)\b", fixtures, re.M))) == FIXTURES
+
+
+def test_the_dsh_sidecar_commands_are_pinned() -> None:
+    from dsh_sidecar.bridge.api.cli import main, sessions
+
+    assert sorted(main.commands) == COMMANDS
+    assert sorted(sessions.commands) == SESSIONS
 
 
 def _modules() -> list[str]:

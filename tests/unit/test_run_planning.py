@@ -11,6 +11,7 @@ import pytest
 from dsh_sidecar.bridge.api.compose import patch_text, private_home, unused_rows
 from dsh_sidecar.bridge.api.plan import plan_cassette, publish
 from dsh_sidecar.bridge.api.run import (
+    CONFIG_HINT,
     CassetteMissing,
     CassetteSummary,
     Diagnostic,
@@ -19,6 +20,7 @@ from dsh_sidecar.bridge.api.run import (
     RunFailed,
     RunResult,
     ToolResult,
+    _config_fix,
     find_host,
 )
 from dsh_sidecar.bridge.host.staging import settle_home
@@ -346,3 +348,16 @@ def test_a_warm_homes_link_to_a_store_removed_from_the_shared_home_goes_too(tmp_
     (home / "store").mkdir()  # the plugin makes it anew, as under a plain `dsh`
     assert settle_home(home, shared, "headless", keep_links=True) == ["store"]
     assert (shared / "store").is_dir()
+
+
+def test_a_refused_test_logic_key_gets_the_fix_of_the_interface_it_came_from() -> None:
+    row_fix = ("dsh-sidecar: fix: correct that key in the `sidecar` row's config (your profile's cordis.patch.yml "
+               "or the --patch file)")
+    refused = ("dsh-sidecar: INVALID_CONFIG: toolCassette.match.echo.ignore[0]: must be a JSON pointer below the "
+               f"root, as /a/0\n{row_fix}\n")
+    assert _config_fix(refused, CONFIG_HINT).splitlines()[1] == (
+        "dsh-sidecar: fix: correct the `ignore` argument (ToolCassette(...) or run(...))")
+    assert _config_fix(refused, "correct the `{key}` key of the --config file").splitlines()[1] == (
+        "dsh-sidecar: fix: correct the `ignore` key of the --config file")
+    other = f"dsh-sidecar: INVALID_CONFIG: mock.defaultGapMs: expected `int` <= 3600000\n{row_fix}\n"
+    assert _config_fix(other, CONFIG_HINT) == other  # not a test-logic key: the row's fix stands

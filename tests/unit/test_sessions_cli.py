@@ -129,3 +129,31 @@ def test_show_without_an_id_shows_the_newest_readable_log(home: Path, tmp_path: 
 
     assert code == 0 and out.startswith("session session-good (")
     assert len(err.splitlines()) == 5 and all(line.endswith("; skipped") for line in err.splitlines())
+
+
+def test_prune_removes_sessions_by_age_and_by_folder_and_dry_run_removes_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    old = _log(home, here, "session-old", _header("session-old", here))
+    _log(home, here, "session-new", _header("session-new", here))
+    other = _log(home, there, "session-other", _header("session-other", there))
+    for path in (old, other):
+        os.utime(path, (0, 0))
+        os.utime(path.parent, (0, 0))
+    folder = project_key(os.path.realpath(here))
+
+    code, out, err = _invoke("prune", "--older-than", "1", "--cwd", str(here), "--dsh-home", str(home), "--dry-run")
+    assert (code, out, err) == (0, f"would remove session-old ({folder})\n", "1 session(s) to remove, 1 kept\n")
+    assert old.exists()
+
+    code, out, err = _invoke("prune", "--older-than", "1", "--cwd", str(here), "--dsh-home", str(home))
+    assert (code, out) == (0, f"removed session-old ({folder})\n")
+    assert not old.parent.exists() and other.exists()
+    assert (home / "sessions" / folder / "session-new").is_dir()
+    assert str(tmp_path) not in out + err
+
+    code, out, err = _invoke("prune", "--dsh-home", str(home))
+    assert code == 0 and sorted(line.split()[1] for line in out.splitlines()) == ["session-new", "session-other"]
+    assert err == "2 session(s) removed, 0 kept\n"

@@ -21,8 +21,25 @@ def test_verify_valid_file_exits_zero(make_cassette: Any) -> None:
     result = run("verify", str(make_cassette()))
     assert result.exit_code == 0
     assert result.output == (
-        "valid: dsh-tool-cassette v5: 3 calls, 2 tools, 8 frames, complete tail\n"
+        "valid: w.tool-cassette.jsonl: dsh-tool-cassette v5: 3 calls, 2 tools, 8 frames, complete tail\n"
     )
+
+
+def test_verify_takes_several_files_and_each_line_names_its_file(
+    make_cassette: Any, tmp_path: Path, kit: Any
+) -> None:
+    good = make_cassette()
+    bad = make_cassette(file="b.jsonl")
+    bad.write_bytes(bad.read_bytes().replace(kit.SECRET.encode(), b"hunter3-s3cret", 1))
+    result = CliRunner().invoke(main, ["verify", str(good), str(tmp_path / "gone.jsonl"), str(bad)])
+    assert result.exit_code == 1
+    assert result.stdout == (
+        "valid: w.tool-cassette.jsonl: dsh-tool-cassette v4: 3 calls, 2 tools, 8 frames, complete tail\n"
+        "CASSETTE_INVALID: b.jsonl: line 2 call/start ordinal 0: hash does not match the frame\n"
+    )
+    assert result.stderr == "CASSETTE_IO: cannot read gone.jsonl: no such file\n"
+    both = CliRunner().invoke(main, ["verify", str(good), str(good)])
+    assert (both.exit_code, both.output.count("valid: w.tool-cassette.jsonl: ")) == (0, 2)
 
 
 def test_verify_invalid_file_exits_one_with_structural_reason(
@@ -33,7 +50,7 @@ def test_verify_invalid_file_exits_one_with_structural_reason(
     result = run("verify", str(path))
     assert result.exit_code == 1
     assert result.output == (
-        "CASSETTE_INVALID: line 2 call/start ordinal 0: hash does not match the frame\n"
+        "CASSETTE_INVALID: w.tool-cassette.jsonl: line 2 call/start ordinal 0: hash does not match the frame\n"
     )
     assert "hunter" not in result.output and str(tmp_path) not in result.output
 

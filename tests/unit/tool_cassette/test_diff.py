@@ -140,7 +140,10 @@ def test_an_unreadable_or_invalid_side_exits_one_naming_which(make_cassette: Any
     missing = run("diff", str(good), str(tmp_path / "gone.jsonl"))
     invalid = run("diff", str(bad), str(good))
     assert (missing.exit_code, missing.output) == (1, "B: CASSETTE_IO: cannot read gone.jsonl: no such file\n")
-    assert (invalid.exit_code, invalid.output) == (1, "A: CASSETTE_INVALID: line 8: truncated line (no newline)\n")
+    assert (invalid.exit_code, invalid.output) == (1, (
+        "A: CASSETTE_INVALID: bad.jsonl: line 8: truncated line (no newline); a file that fails verify cannot be "
+        "compared: if you edited it by hand, `dsh-tool-cassette reseal bad.jsonl` makes it verify again (the file is "
+        "then yours), else re-record it\n"))
 
 
 def test_usage_errors_exit_two() -> None:

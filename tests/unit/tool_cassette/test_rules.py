@@ -183,7 +183,27 @@ def test_replay_with_other_rules_is_refused_by_name(tmp_path: Path, kit: Any) ->
     _record(tmp_path, kit, match={"weather_lookup": {"ignore": ["/unit"]}})
     with pytest.raises(RulesDiffer) as caught:
         ToolCassetteSession.open(_config(tmp_path, "replay"))
-    assert str(caught.value) == "CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in c.ndjson"
+    assert str(caught.value) == ("CASSETTE_RULES_DIFFER: toolCassette.match differs from the match recorded in "
+                                 "c.ndjson: the recording ignores /unit of weather_lookup, this replay does not")
+
+
+def test_a_replay_with_other_rules_names_the_rule_that_differs_never_a_value(tmp_path: Path, kit: Any) -> None:
+    _record(tmp_path, kit, match={"weather_lookup": {"ignore": ["/unit"]}}, filters=[{"regex": kit.SECRET}],
+            allowRedactedReplay=True)
+    declared = {"weather_lookup": {"ignore": ["/city", "/unit/0"]}}
+    with pytest.raises(RulesDiffer) as caught:
+        ToolCassetteSession.open(_config(tmp_path, "replay", match=declared, filters=[{"regex": kit.SECRET}],
+                                         allowRedactedReplay=True))
+    assert caught.value.rule == ("the recording ignores /unit of weather_lookup, this replay does not "
+                                 "(and 2 more differences)")
+    for filters, rule in (([], "the recording has filters, this replay declares none"),
+                          (["credentials", {"regex": "x+"}], "this replay declares 2 filter rule(s), whose "
+                           "fingerprint is not the recording's (it stores only that fingerprint, so which rule "
+                           "differs cannot be told)")):
+        with pytest.raises(RulesDiffer) as caught:
+            ToolCassetteSession.open(_config(tmp_path, "replay", filters=filters, allowRedactedReplay=True))
+        assert caught.value.rule == rule
+        assert kit.SECRET not in str(caught.value)
 
 
 def test_an_ignored_pointer_may_differ_and_others_are_named(tmp_path: Path, kit: Any) -> None:
