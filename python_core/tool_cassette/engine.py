@@ -27,7 +27,7 @@ from dsh_sidecar.python_core.canonical import digest_bytes, ordered_bytes
 from dsh_sidecar.python_core.cassette_io import Chain, LineSink
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.filters import PLACEHOLDER, Filters, rules_digest
-from dsh_sidecar.python_core.json_pointers import describe, differing_pointers
+from dsh_sidecar.python_core.json_pointers import describe, differing_pointers, parse_pointer
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, same_selection
 from dsh_sidecar.python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
@@ -35,6 +35,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteIOError,
     CassetteMismatch,
     ExtraCall,
+    FilterBreaksSchema,
     FilterRaised,
     IllegalEvent,
     IncludeDiffers,
@@ -72,6 +73,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
 )
 from dsh_sidecar.python_core.tool_cassette.host_state import relocated
 from dsh_sidecar.python_core.tool_cassette.matching import reduce_args
+from dsh_sidecar.python_core.tool_cassette.output_schema import first_violation, json_type
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -415,9 +417,11 @@ def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFr
         error = msgspec.structs.replace(error, message=message if isinstance(message, str) else PLACEHOLDER)
     value = _redact_raw(filters, tool, frame.value)
     content, meta = _redact_raw(filters, tool, frame.content), _redact_raw(filters, tool, frame.meta)
-    if not frame.isError and value != frame.value:
-        # A success's rendering may spell what the filters took out of its value (a key filter
-        # never sees inside rendered text): it is not kept, and a stand-in shows the value.
+    if not frame.isError and value != frame.value and not isinstance(frame.value, UnsetType) \
+            and filters.hides(msgspec.json.decode(frame.value), tool=tool, where="result"):
+        # A success's rendering may spell what a redacting filter took out of its value (a key
+        # filter never sees inside rendered text): it is not kept, and a stand-in shows the value.
+        # A normalize rule hides nothing: the rendering the model saw is kept.
         content, meta = UNSET, UNSET
     return msgspec.structs.replace(
         frame, error=error, value=value, content=content, meta=meta,
@@ -434,6 +438,49 @@ def _redact_raw(filters: Filters, tool: str, raw: R) -> R:
     if redacted == msgspec.json.decode(raw):
         return raw
     return Raw(ordered_bytes(redacted))
+
+
+def _schema_break(filters: Filters, tool: str, path: str, frame: ResultFrame, schema: Raw,
+                  ) -> FilterBreaksSchema | None:
+    """A result filter that leaves the success ``frame``'s valid value one ``schema`` refuses.
+
+    The value as filtered is judged, as the host judges it at replay; the rule named is the last
+    one that changed the part at the first violation. A value the schema refused before any filter
+    is the host's to judge (it fails the call live).
+
+    Raises:
+        FilterRaised: as ``Filters.steps``.
+    """
+    if frame.isError or isinstance(frame.value, UnsetType) or not filters:
+        return None
+    decoded_schema = msgspec.json.decode(schema)
+    value = msgspec.json.decode(frame.value)
+    if first_violation(decoded_schema, value) is not None:
+        return None
+    steps = [(value, -1), *((after, index) for index, _, after in filters.steps(value, tool=tool, where="result"))]
+    found = first_violation(decoded_schema, steps[-1][0])
+    if found is None:
+        return None
+    culprit = next((index for (before, _), (after, index) in zip(steps[-2::-1], steps[:0:-1], strict=True)
+                    if _at(before, found.pointer) != _at(after, found.pointer)), steps[-1][1])
+    becomes = _at(steps[-1][0], found.pointer)
+    return FilterBreaksSchema(culprit, tool, path, frame.ordinal, found.pointer,
+                              "absent" if becomes is _ABSENT else json_type(becomes), found.wants, found.wanted_type)
+
+
+_ABSENT = object()
+
+
+def _at(value: object, pointer: str) -> object:
+    """The part of ``value`` at ``pointer`` (``/`` is the whole value), or ``_ABSENT``."""
+    for token in [] if pointer == "/" else parse_pointer(pointer):
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return _ABSENT
+    return value
 
 
 def _holds_placeholder(frame: ResultFrame) -> bool:
@@ -586,6 +633,8 @@ class RecordSession(ToolCassetteSession):
         # Tools whose definition was asked for (``describe``) and those already written.
         self._described: set[str] = set()
         self._defined: set[str] = set()
+        # Each defined tool's output schema: a result filter must leave a value it accepts.
+        self._schemas: dict[str, Raw] = {}
 
     @classmethod
     def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
@@ -706,8 +755,15 @@ class RecordSession(ToolCassetteSession):
             error = UnsupportedConcludesTurn(call.tool, call.path, call.ordinal)
         else:
             try:
-                call.frame = _redact_outcome(self._filters, call.tool,
-                                             capture_outcome(event.result, call.ordinal))
+                captured = capture_outcome(event.result, call.ordinal)
+                schema = self._schemas.get(call.tool) if event.definition is None else event.definition.output
+                broken = None if schema is None else _schema_break(self._filters, call.tool, call.path, captured,
+                                                                   schema)
+                if broken is not None:
+                    self._fail(broken)
+                    call.phase = CallPhase.REFUSED
+                    return Refuse(broken)
+                call.frame = _redact_outcome(self._filters, call.tool, captured)
                 if event.host is not None:
                     call.frame = msgspec.structs.replace(call.frame, host=event.host)
                 if event.definition is not None and call.tool not in self._defined:
@@ -752,6 +808,7 @@ class RecordSession(ToolCassetteSession):
             CanonicalJsonError: a schema has no strict canonical form.
         """
         self._defined.add(tool)
+        self._schemas[tool] = contract.output
         return self._emit(DefinitionFrame(
             seq=0, prev=GENESIS, tool=tool, description=contract.description,
             parameters=verbatim_text(bytes(contract.parameters)), output=verbatim_text(bytes(contract.output)),

@@ -18,6 +18,7 @@ __all__ = [
     "CassetteInvalid",
     "CassetteMismatch",
     "ExtraCall",
+    "FilterBreaksSchema",
     "FilterRaised",
     "FilterUnresolved",
     "IllegalEvent",
@@ -91,6 +92,43 @@ class CassetteMismatch(SidecarError):
         self.recorded = recorded
         self.pointers = pointers
         self.hint = rerecord_hint(cassette)
+
+
+_EXAMPLE = {"number": "0", "integer": "0", "string": '""', "boolean": "false", "null": "null",
+            "array": "[]", "object": "{}"}
+
+
+class FilterBreaksSchema(SidecarError):
+    """Record: a result filter would turn a value its tool's output schema accepts into one it
+    refuses, so the cassette could never replay (the host fails it ``INVALID_TOOL_OUTPUT``).
+
+    The call is refused and the recording is not published; ``wanted_type`` (the schema's type at
+    ``pointer``, if it has one) picks the fix's example ``normalize`` value.
+    """
+
+    code = "FILTER_BREAKS_SCHEMA"
+
+    def __init__(self, index: int, tool: str, path: str, ordinal: int, pointer: str, becomes: str, wants: str,
+                 wanted_type: str | None) -> None:
+        super().__init__(
+            f"toolCassette.filters[{index}]: {printable(pointer)} of tool {printable(tool)} at {path}, ordinal "
+            f"{ordinal} would become {becomes} where its output schema wants {wants}; the call was refused and "
+            "the recording is not published"
+        )
+        self.index = index
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.pointer = pointer
+        example = _EXAMPLE.get(wanted_type or "")
+        if example is not None:
+            self.hint = (
+                f'to keep a volatile value valid, give toolCassette.filters[{index}] "normalize": {example} (a fixed '
+                f"{wanted_type} every recording keeps), or filter only arguments (\"in\": \"args\")"
+            )
+        else:
+            self.hint = (f'give toolCassette.filters[{index}] a "normalize" value the schema accepts, '
+                         'or filter only arguments ("in": "args")')
 
 
 class ExtraCall(SidecarError):
