@@ -25,6 +25,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import digest_bytes, ordered_bytes
 from dsh_sidecar.python_core.cassette_io import Chain, LineSink
+from dsh_sidecar.python_core.composition import Composition, describe_change
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.filters import PLACEHOLDER, Filters, rules_digest
 from dsh_sidecar.python_core.json_pointers import describe, differing_pointers, parse_pointer
@@ -518,11 +519,14 @@ class ToolCassetteSession(abc.ABC):
         self._cancelled_before_dispatch = 0
 
     @staticmethod
-    def open(config: ToolCassetteConfig, *, deferred: bool = False) -> ToolCassetteSession:
+    def open(config: ToolCassetteConfig, *, deferred: bool = False, plugins: Composition | None = None,
+             ) -> ToolCassetteSession:
         """Start recording (create the partial, write the header) or load a verified cassette.
 
         ``deferred``: a recording queues its lines for ``take_writes`` instead of writing each
-        at once (its ``recorder`` is the file they go to).
+        at once (its ``recorder`` is the file they go to). ``plugins``: the composition of this
+        run (``None``: unknown); a recording keeps it in its header, a replay names what changed
+        since the recording when a call no longer matches.
 
         Raises:
             CassetteExists: record mode and the file or its ``.partial`` exists.
@@ -534,8 +538,8 @@ class ToolCassetteSession(abc.ABC):
         Filters(config.filters, config.functions)
         try:
             if config.mode == "record":
-                return RecordSession.start(config, deferred=deferred)
-            return ReplaySession.start(config)
+                return RecordSession.start(config, deferred=deferred, plugins=plugins)
+            return ReplaySession.start(config, plugins=plugins)
         except CassetteIOError as error:
             raise error.at_open(config.mode) from None
 
@@ -637,13 +641,15 @@ class RecordSession(ToolCassetteSession):
         self._schemas: dict[str, Raw] = {}
 
     @classmethod
-    def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
+    def start(cls, config: ToolCassetteConfig, *, deferred: bool = False, plugins: Composition | None = None,
+              ) -> RecordSession:
         """Create the partial and write its header (see ``ToolCassetteSession.open``)."""
         recorder = Recorder.create(config.file)
         session = cls(config, recorder, None if deferred else recorder)
         session._emit(HeaderFrame(
             seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
             filters=rules_digest(config.filters) if config.filters else UNSET, match=config.match or UNSET,
+            plugins=UNSET if plugins is None else dict(plugins),
         ))
         try:
             # Nothing can be admitted before the header is durable: written now in both modes.
@@ -926,8 +932,12 @@ class ReplaySession(ToolCassetteSession):
 
     mode = "replay"
 
-    def __init__(self, config: ToolCassetteConfig, cassette: Cassette) -> None:
+    def __init__(self, config: ToolCassetteConfig, cassette: Cassette, plugins: Composition | None = None) -> None:
         super().__init__(config, SessionState.SERVING)
+        # What changed in the composition since the recording ("" when nothing, or either is unknown).
+        recorded = cassette.header.plugins
+        self.composition_change = "" if plugins is None or isinstance(recorded, UnsetType) \
+            else describe_change(recorded, plugins)
         self._records = cassette.calls
         self.version = cassette.header.version
         # Recorded contracts of the selected tools; ``stood_up`` names those the shim registered
@@ -943,7 +953,7 @@ class ReplaySession(ToolCassetteSession):
         self._name = os.path.basename(config.file)
 
     @classmethod
-    def start(cls, config: ToolCassetteConfig) -> ReplaySession:
+    def start(cls, config: ToolCassetteConfig, *, plugins: Composition | None = None) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
         name = os.path.basename(config.file)
@@ -954,7 +964,7 @@ class ReplaySession(ToolCassetteSession):
             raise RulesDiffer(name, "filters")
         if ({} if header.match is UNSET else header.match) != config.match:
             raise RulesDiffer(name, "match")
-        return cls(config, cassette)
+        return cls(config, cassette, plugins)
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
         if not isinstance(error, ReplayPoisoned):
@@ -980,7 +990,8 @@ class ReplaySession(ToolCassetteSession):
         self._ordinals += 1
         if ordinal >= len(self._records):
             return self._refuse(event, ExtraCall(
-                event.tool, event.path, ordinal, len(self._records), cassette=self._name
+                event.tool, event.path, ordinal, len(self._records), cassette=self._name,
+                composition=self.composition_change,
             ))
         record = self._records[ordinal]
         mismatch = None
@@ -1002,7 +1013,7 @@ class ReplaySession(ToolCassetteSession):
             field, actual, recorded = mismatch
             return self._refuse(event, CassetteMismatch(
                 event.tool, event.path, ordinal, field, actual, recorded, cassette=self._name,
-                pointers=pointers,
+                pointers=pointers, composition=self.composition_change,
             ))
         overlay = self.config.faults
         fault = None if overlay is None else overlay.fault(event.tool, event.path, ordinal)
@@ -1088,7 +1099,8 @@ class ReplaySession(ToolCassetteSession):
         if remaining and not self._injected_failures:
             first = self._records[self._consumed]
             errors.append(UnconsumedRecords(
-                remaining, first.ordinal, first.tool, first.path, cassette=self._name
+                remaining, first.ordinal, first.tool, first.path, cassette=self._name,
+                composition=self.composition_change,
             ))
         self.state = SessionState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics())

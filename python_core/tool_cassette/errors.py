@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dsh_sidecar.python_core.errors import FilterRaised, FilterUnresolved, SidecarError, printable
 
 __all__ = [
+    "COMPOSITION_CHANGED",
     "ArgumentsUnreadable",
     "CassetteExists",
     "CassetteIOError",
@@ -49,12 +50,24 @@ def fingerprint(digest: str) -> str:
 _SECTION = "toolCassette"
 
 
-def rerecord_hint(name: str) -> str:
-    """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
-    return (
+def rerecord_hint(name: str, composition: str = "") -> str:
+    """The fix for a replay that no longer matches cassette ``name`` (a base name).
+
+    ``composition``: what changed in the plugin composition since the recording
+    (``python_core.composition.describe_change``); it leads the fix, as the likely cause.
+    """
+    rerecord = (
         f"if the new calls are intended, re-record: delete {printable(name)} and run the same task with "
         f'{_SECTION}.mode: record (run API and pytest: record_mode "all")'
     )
+    if not composition:
+        return rerecord
+    return (f"{COMPOSITION_CHANGED}: {composition}; a plugin's hooks may have shaped the recorded calls: "
+            f"replay with the plugins it was recorded with, or {rerecord}")
+
+
+# How a fix line naming a changed composition starts (the run API keeps that part of it).
+COMPOSITION_CHANGED = "the composition changed since the recording"
 
 
 def _call(tool: str, path: str, ordinal: int | None) -> str:
@@ -74,7 +87,7 @@ class CassetteMismatch(SidecarError):
 
     def __init__(
         self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str, *,
-        cassette: str, pointers: str = "",
+        cassette: str, pointers: str = "", composition: str = "",
     ) -> None:
         if field == "args":
             detail = (
@@ -91,7 +104,7 @@ class CassetteMismatch(SidecarError):
         self.actual = actual
         self.recorded = recorded
         self.pointers = pointers
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
 
 
 _EXAMPLE = {"number": "0", "integer": "0", "string": '""', "boolean": "false", "null": "null",
@@ -137,12 +150,12 @@ class ExtraCall(SidecarError):
     code = "CASSETTE_EXTRA_CALL"
 
     def __init__(
-        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str
+        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str, composition: str = "",
     ) -> None:
         super().__init__(
             f"{_call(tool, path, ordinal)}: extra call, the cassette holds {recorded_calls} calls"
         )
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -169,11 +182,12 @@ class UnconsumedRecords(SidecarError):
 
     code = "CASSETTE_UNCONSUMED"
 
-    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str) -> None:
+    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str,
+                 composition: str = "") -> None:
         super().__init__(
             f"{count} recorded calls not consumed, first {_call(tool, path, ordinal)}"
         )
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
         self.count = count
         self.ordinal = ordinal
         self.tool = tool
