@@ -85,7 +85,7 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     """A tool cassette for one run: the file and the tools it records or replays.
 
     The test-logic rules (docs/test-logic.md) are the ``toolCassette`` row keys of the same
-    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?}``,
+    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?, "normalize"?}``,
     or a module-level function, which becomes ``{"call": function}``),
     ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
     out) and ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``).
