@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT
+from dshrun import ROOT, user_pytest, user_project
 from third_party import plugin_row, write_plugin
 
 from dsh_sidecar.bridge.api.run import Row, ToolCassette, run
@@ -173,3 +173,33 @@ def test_warm_and_cold_recordings_keep_the_same_composition(pool: WarmPool, tmp_
         assert recorded.ok, recorded.explain()
         headers.append(_header(tmp_path / f"{name}.tools.ndjson")["plugins"])
     assert headers[0] == headers[1]
+
+
+def test_the_warm_pytest_plugin_names_the_absent_pre_step_plugin_and_normalizes_from_dsh_config(
+    tmp_path: Path,
+) -> None:
+    mask = _mask_row(tmp_path / "dsh-mask-plugin")
+    exec_row = plugin_row(tmp_path / "plugins", "volatile-tools", EXEC_TOOLS)
+    inserted = [{"id": r.id, "name": r.name, "config": {}} for r in (mask, exec_row)]
+    project = user_project(tmp_path, (
+        "import pytest\n\n"
+        "@pytest.fixture\n"
+        "def dsh_config():\n"
+        f"    return {{'filters': [{NORMALIZE!r}]}}\n\n"
+        "def test_echo(dsh):\n"
+        f"    assert dsh.run({ECHO!r}, tools=['echo']).result('echo').value == {{'text': 'token [masked]'}}\n\n"
+        "def test_exec(dsh):\n"
+        f"    assert dsh.run({EXEC!r}, tools=['exec_command']).result('exec_command').output == 'ran: echo hi\\n'\n"
+    ))
+    patch = project / "tools.patch.yml"
+    patch.write_text(patch.read_text() + f"- {json.dumps({'insert': inserted})}\n")
+    recorded = user_pytest(project, "-p", "no:randomly", "--dsh-record-mode", "once")  # warm: the default
+    assert recorded.returncode == 0, recorded.stdout[-3000:]
+    assert all(c.read_text().count('"wall_time_seconds":0') == 1 for c in (project / "cassettes").rglob("*exec*"))
+    # The mask row goes; the exec tool stays, and its normalized recording still replays.
+    patch.write_text(patch.read_text().replace(json.dumps(inserted), json.dumps(inserted[1:])))
+    replayed = user_pytest(project, "-p", "no:randomly")
+    lines = [line for line in replayed.stdout.splitlines() if "composition" in line or "passed" in line]
+    print("\n".join(lines))
+    assert replayed.returncode == 1 and "1 failed, 1 passed" in replayed.stdout, replayed.stdout[-3000:]
+    assert "fix: the composition changed since the recording: dsh-mask-plugin 1.2.0 is absent" in replayed.stdout
