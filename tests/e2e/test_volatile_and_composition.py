@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dshrun import ROOT, user_pytest, user_project
+from dshrun import ROOT, user_project, user_pytest
 from third_party import plugin_row, write_plugin
 
 from dsh_sidecar.bridge.api.run import Row, ToolCassette, run
