@@ -50,6 +50,51 @@ function versionOf(pkg) {
   return null
 }
 
+/**
+ * The package a row's module belongs to: for a `file:` module the nearest `package.json` above
+ * it, for a package specifier (`@scope/name/sub` or `name/sub`) its `package.json` resolved as the
+ * loader resolves rows (from the profile folder, `baseUrl`).
+ * @param {string} specifier @param {string | undefined} baseUrl
+ * @returns {{ package: string | null, version: string | null }}
+ */
+function packageOf(specifier, baseUrl) {
+  const none = { package: null, version: null }
+  try {
+    /** @type {string | undefined} */
+    let file
+    if (specifier.startsWith('file:')) {
+      for (let dir = dirname(fileURLToPath(specifier)); ; dir = dirname(dir)) {
+        if (existsSync(join(dir, 'package.json'))) { file = join(dir, 'package.json'); break }
+        if (dirname(dir) === dir) break
+      }
+    } else if (!specifier.includes(':')) {
+      const parts = specifier.split('/')
+      const pkg = parts.slice(0, specifier.startsWith('@') ? 2 : 1).join('/')
+      const require = createRequire(baseUrl ?? import.meta.url)
+      file = (require.resolve.paths(pkg) ?? []).map((dir) => join(dir, pkg, 'package.json')).find((f) => existsSync(f))
+    }
+    if (file === undefined) return none
+    const json = JSON.parse(readFileSync(file, 'utf8'))
+    return { package: typeof json.name === 'string' ? json.name : null, version: typeof json.version === 'string' ? json.version : null }
+  } catch {
+    return none
+  }
+}
+
+/**
+ * The rows of the loader's tree (each exists once the tree is read, before any plugin applies):
+ * what the run composes. Python decides which rows count; `undefined` when there is no loader.
+ * @param {import('./types').Context} ctx @returns {import('./types').PluginRow[] | undefined}
+ */
+function composedRows(ctx) {
+  /** @type {{ entries(): Iterable<{ options: { name: string }, disabled: boolean, parent?: { tree?: { ctx?: { baseUrl?: string } } } }> } | undefined} */
+  const loader = ctx.get('loader')
+  if (loader === undefined) return undefined
+  return [...loader.entries()].map((entry) => ({
+    name: entry.options.name, enabled: !entry.disabled, ...packageOf(entry.options.name, entry.parent?.tree?.ctx?.baseUrl),
+  }))
+}
+
 const HOST_PACKAGES = ['@deepseek-ai/dsh', '@deepseek-ai/dsh-tools', '@deepseek-ai/dsh-llm',
   '@deepseek-ai/dsh-agent', '@deepseek-ai/dsh-subagent', '@deepseek-ai/cordis']
 
@@ -58,8 +103,11 @@ const HOST_PACKAGES = ['@deepseek-ai/dsh', '@deepseek-ai/dsh-tools', '@deepseek-
  * @typedef {{ code: number | null, signal: NodeJS.Signals | null, error?: NodeJS.ErrnoException }} Exit
  */
 
-/** Start the sidecar and finish the handshake. @param {RowConfig} config */
-async function startSidecar(config) {
+/**
+ * Start the sidecar and finish the handshake.
+ * @param {RowConfig} config @param {import('./types').PluginRow[] | undefined} plugins
+ */
+async function startSidecar(config, plugins) {
   const python = config.python?.length ? config.python : installedPython()
   const argv = [...python, '-m', 'dsh_sidecar.bridge']
   const child = spawn(argv[0], argv.slice(1), {
@@ -88,6 +136,7 @@ async function startSidecar(config) {
     /** @type {import('./types').InitializeResult} */
     const reply = await rpc.request('initialize', {
       protocolVersion: PROTOCOL_VERSION, host: versions, config: plain(config), cwd: process.cwd(), pid: process.pid,
+      ...(plugins === undefined ? {} : { plugins }),
     })
     return { rpc, child, exited, reply }
   } catch (error) {
@@ -122,7 +171,7 @@ export async function apply(ctx, config) {
   /** @type {import('./types').InitializeResult | undefined} */
   let reply
   await ctx.effect(async () => {
-    const started = await startSidecar(config).catch(refuseBoot)
+    const started = await startSidecar(config, composedRows(ctx)).catch(refuseBoot)
     rpc = started.rpc
     reply = started.reply
     return async () => {

@@ -180,10 +180,13 @@ export interface RunTiming {
 /** A tool result as it travels on the wire (serialized as it is sent). */
 export type WireResult = Readonly<ToolExecutionResult>
 
+/** One loader row as the shim reports it at `initialize`: Python decides what the composition is. */
+export interface PluginRow { name: string, enabled: boolean, package: string | null, version: string | null }
+
 /** Every request the shim sends: its params and the sidecar's result. */
 export interface Methods {
   'initialize': {
-    params: { protocolVersion: number, host: Record<string, string | null>, config: unknown, cwd: string, pid: number }
+    params: { protocolVersion: number, host: Record<string, string | null>, config: unknown, cwd: string, pid: number, plugins?: PluginRow[] }
     result: InitializeResult
   }
   'shutdown': { params: Record<string, never>, result: ShutdownResult }

@@ -19,15 +19,24 @@ may spell the secret itself); a function counts by its identity
 (``python_core.references.reference_identity``), so a change to its code is not detected. A
 replayed outcome holding the placeholder is refused (``CASSETTE_REDACTED_REPLAY``) unless
 ``allowRedactedReplay`` says the agent may see it.
+
+``normalize`` (with a key, a pointer or a regex) replaces with a fixed value of the user's
+instead of the placeholder: a volatile part of a result (a duration, a chunk id) becomes the same
+valid value in every recording, so recordings stay diff-equal and replay without
+``allowRedactedReplay``. It hides nothing: a normalized success keeps its recorded rendering
+(the tool cassette drops the rendering only for a redacting rule, which may hide a secret that the
+rendered text spells). ``steps`` yields the value after each rule, so a caller can name the rule
+that made a value invalid for its schema.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
 from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError, FilterRaised, FilterUnresolved
@@ -56,6 +65,18 @@ class FilterRule(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_d
     call: str | None = None
     tool: str | None = None
     where: Where = msgspec.field(default="both", name="in")
+    # A fixed replacement instead of the placeholder (any JSON value; absent: UNSET).
+    normalize: Any = UNSET
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether the rule replaces with its ``normalize`` value (hides nothing) instead of the placeholder."""
+        return self.normalize is not UNSET
+
+    @property
+    def replacement(self) -> object:
+        """What a matched part becomes: the ``normalize`` value, or ``PLACEHOLDER``."""
+        return PLACEHOLDER if self.normalize is UNSET else self.normalize
 
 
 def _glob(pattern: str) -> re.Pattern[str]:
@@ -71,7 +92,7 @@ def _rule(index: int, raw: object, field: str) -> FilterRule:
         rule = msgspec.convert(raw, FilterRule)
     except msgspec.ValidationError:
         raise ConfigError(f"{field}[{index}]",
-                          "takes key, pointer, regex, call or preset, with optional tool and in") from None
+                          "takes key, pointer, regex, call or preset, with optional tool, in and normalize") from None
     kinds = [k for k in (rule.preset, rule.key, rule.pointer, rule.regex, rule.call) if k is not None]
     if len(kinds) != 1:
         raise ConfigError(f"{field}[{index}]", "must name exactly one of key, pointer, regex, call, preset")
@@ -92,6 +113,16 @@ def _rule(index: int, raw: object, field: str) -> FilterRule:
             raise ConfigError(f"{field}[{index}].regex", "is not a valid regular expression") from None
         if compiled.fullmatch(""):
             raise ConfigError(f"{field}[{index}].regex", "must not match the empty string")
+    if rule.normalizes:
+        if rule.preset is not None or rule.call is not None:
+            raise ConfigError(f"{field}[{index}].normalize",
+                              "goes with key, pointer or regex (a call filter returns its own replacement)")
+        if rule.regex is not None and not isinstance(rule.normalize, str):
+            raise ConfigError(f"{field}[{index}].normalize", "must be a string with regex (it replaces matched text)")
+        try:
+            canonical_bytes(rule.normalize)
+        except CanonicalJsonError as exc:
+            raise ConfigError(f"{field}[{index}].normalize", f"has no canonical JSON form ({exc.reason})") from None
     if rule.tool is not None and not rule.tool.strip():
         raise ConfigError(f"{field}[{index}].tool", "must not be empty")
     return rule
@@ -159,7 +190,32 @@ class Filters:
         return bool(self.rules)
 
     def apply(self, value: object, *, tool: str, where: Literal["args", "result"]) -> object:
-        """Return ``value`` with every filtered part replaced by ``PLACEHOLDER`` (or by a function).
+        """Return ``value`` with every filtered part replaced by ``PLACEHOLDER``, a rule's
+        ``normalize`` value, or a function's answer.
+
+        Raises:
+            FilterRaised: a filter function raised, or returned a value with no canonical JSON form.
+        """
+        result = value
+        for _, _, after in self.steps(value, tool=tool, where=where):
+            result = after
+        return result
+
+    def hides(self, value: object, *, tool: str, where: Literal["args", "result"]) -> bool:
+        """Whether a redacting rule (not a ``normalize`` one) changes ``value``.
+
+        Raises:
+            FilterRaised: as ``apply``.
+        """
+        for _, rule, after in self.steps(value, tool=tool, where=where):
+            if not rule.normalizes and after != value:
+                return True
+            value = after
+        return False
+
+    def steps(self, value: object, *, tool: str, where: Literal["args", "result"],
+              ) -> Iterator[tuple[int, FilterRule, object]]:
+        """Yield ``(index, rule, value after it)`` for each rule that applies to ``tool`` and ``where``.
 
         Raises:
             FilterRaised: a filter function raised, or returned a value with no canonical JSON form.
@@ -170,15 +226,17 @@ class Filters:
             if rule.where not in (where, "both"):
                 continue
             if isinstance(compiled, list):
-                value = _by_key(value, compiled)
+                value = _by_key(value, compiled, rule.replacement)
             elif isinstance(compiled, tuple):
-                value = _by_pointer(value, compiled)
+                value = _by_pointer(value, compiled, rule.replacement)
             elif isinstance(compiled, re.Pattern):
-                value = _by_regex(value, compiled)
+                replacement = rule.replacement
+                assert isinstance(replacement, str)
+                value = _by_regex(value, compiled, replacement)
             else:
                 assert rule.call is not None
                 value = _by_function(value, compiled, index, reference_identity(rule.call), tool, where)
-        return value
+            yield index, rule, value
 
 
 def _by_function(value: object, function: FilterFunction, index: int, identity: str, tool: str,
@@ -195,32 +253,33 @@ def _by_function(value: object, function: FilterFunction, index: int, identity: 
     return replaced
 
 
-def _by_key(value: object, globs: list[re.Pattern[str]]) -> object:
+def _by_key(value: object, globs: list[re.Pattern[str]], replacement: object) -> object:
     if isinstance(value, dict):
-        return {key: PLACEHOLDER if any(g.fullmatch(key.lower()) for g in globs) else _by_key(item, globs)
+        return {key: replacement if any(g.fullmatch(key.lower()) for g in globs) else _by_key(item, globs, replacement)
                 for key, item in value.items()}
     if isinstance(value, list):
-        return [_by_key(item, globs) for item in value]
+        return [_by_key(item, globs, replacement) for item in value]
     return value
 
 
-def _by_pointer(value: object, tokens: tuple[str, ...]) -> object:
+def _by_pointer(value: object, tokens: tuple[str, ...], replacement: object) -> object:
     if not tokens:
-        return PLACEHOLDER
+        return replacement
     head, rest = tokens[0], tokens[1:]
     if isinstance(value, dict) and head in value:
-        return {**value, head: _by_pointer(value[head], rest)}
+        return {**value, head: _by_pointer(value[head], rest, replacement)}
     if isinstance(value, list) and head.isdigit() and int(head) < len(value):
         index = int(head)
-        return [*value[:index], _by_pointer(value[index], rest), *value[index + 1:]]
+        return [*value[:index], _by_pointer(value[index], rest, replacement), *value[index + 1:]]
     return value
 
 
-def _by_regex(value: object, pattern: re.Pattern[str]) -> object:
+def _by_regex(value: object, pattern: re.Pattern[str], replacement: str) -> object:
     if isinstance(value, str):
-        return pattern.sub(PLACEHOLDER, value)
+        # A literal replacement: a backslash or group reference in it is text, not a template.
+        return pattern.sub(lambda _: replacement, value)
     if isinstance(value, dict):
-        return {key: _by_regex(item, pattern) for key, item in value.items()}
+        return {key: _by_regex(item, pattern, replacement) for key, item in value.items()}
     if isinstance(value, list):
-        return [_by_regex(item, pattern) for item in value]
+        return [_by_regex(item, pattern, replacement) for item in value]
     return value

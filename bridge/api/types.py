@@ -19,6 +19,7 @@ from dsh_sidecar.bridge.host.discovery import HostNotFound, default_dsh_home
 from dsh_sidecar.bridge.host.stderr import stderr_tail
 from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.mock import MockStatus
+from dsh_sidecar.python_core.tool_cassette.errors import COMPOSITION_CHANGED
 
 __all__ = [
     "LOGIC_KEYS",
@@ -100,7 +101,7 @@ class ToolCassette(msgspec.Struct, frozen=True, kw_only=True):
     """A tool cassette for one run: the file and the tools it records or replays.
 
     The test-logic rules (docs/test-logic.md) are the ``toolCassette`` row keys of the same
-    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?}``,
+    meaning: ``filters`` (``"credentials"``, ``{"key"|"pointer"|"regex"|"call": ..., "tool"?, "in"?, "normalize"?}``,
     or a module-level function, which becomes ``{"call": function}``),
     ``allow_redacted_replay``, ``ignore`` (tool name to the argument pointers matching leaves
     out), ``faults`` (a replay overlay ``{"name": ..., "rules": [...]}``) and ``volatile`` (tool name
@@ -295,6 +296,10 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
         tail = stderr_tail(self.stderr, known=known)
         if rerecord_line:
             # The caller's own re-record command replaces the sidecar's generic one.
+            # A changed composition is kept: it is the likely cause, not a re-record command.
+            tail = [line.split(", or if the new calls are intended")[0]
+                    if line.startswith(f"fix: {COMPOSITION_CHANGED}") else line
+                    for line in tail]
             tail = [line for line in tail if not (line.startswith("fix: ") and "re-record" in line)]
         if tail:
             lines.append("  stderr (last lines):")

@@ -36,6 +36,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     StepParams,
 )
 from dsh_sidecar.bridge.transport.report import CallPath
+from dsh_sidecar.python_core.composition import Composition
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.dependencies import DependencyTracker
@@ -159,15 +160,17 @@ class ToolHooks:
     @classmethod
     def open(cls, config: ToolCassetteConfig | None, trace: Trace, mock: MockDriver | None,
              stubs: Stubs | None = None, live_tools: tuple[str, ...] | None = None, cwd: str = "",
-             warn: Callable[[str], None] | None = None, strict_replay: bool = False) -> ToolHooks:
+             warn: Callable[[str], None] | None = None, strict_replay: bool = False,
+             plugins: Composition | None = None) -> ToolHooks:
         """Open the cassette named by ``config`` (``None``: pass-through); ``stubs`` serve their tools;
         ``live_tools``: the offline guard; ``cwd``: the session's; ``warn``: where warnings go;
-        ``strict_replay``: a replay's divergence fails the run instead of warning.
+        ``strict_replay``: a replay's divergence fails the run instead of warning; ``plugins``: the
+        run's composition (a recording keeps it, a replay compares it).
 
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
-        cassette = None if config is None else ToolCassetteSession.open(config, deferred=True)
+        cassette = None if config is None else ToolCassetteSession.open(config, deferred=True, plugins=plugins)
         return cls(trace, mock, cassette, stubs, live_tools, cwd, warn, strict_replay)
 
     def _selected(self, tool: str) -> ToolCassetteSession | None:

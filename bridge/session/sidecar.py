@@ -34,6 +34,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     WarmNextParams,
 )
 from dsh_sidecar.python_core import __version__
+from dsh_sidecar.python_core.composition import Composition, compose
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError
 
@@ -66,13 +67,13 @@ class Sidecar:
             )
         config = parse_sidecar_config(params.config, cwd=params.cwd)
         if config.warm is not None:
-            self.warm = await WarmHost.connect(config.warm, dict(params.host))
+            self.warm = await WarmHost.connect(config.warm, dict(params.host), _composition(params))
             return InitializeResult(
                 protocolVersion=PROTOCOL_VERSION, hooks=["tools", "llm", "model", "turns", "warm", "steps"],
                 sidecarVersion=__version__, askExecute=True, registry="contracts", warm=True,
             )
         state = SessionState()
-        state.open(config, params.host)
+        state.open(config, params.host, _composition(params))
         self.process = state
         return InitializeResult(
             protocolVersion=PROTOCOL_VERSION, hooks=state.hooks, sidecarVersion=__version__,
@@ -184,3 +185,8 @@ class Sidecar:
         if row.gone_ok and self.warm is not None and not self.warm.is_open(session_id or ""):
             return None, params
         return self._state(session_id, method), params
+
+
+def _composition(params: InitializeParams) -> Composition | None:
+    """The run's plugin composition from the loader rows the shim reported (``None``: it reported none)."""
+    return None if params.plugins is None else compose(params.plugins)

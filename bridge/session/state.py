@@ -30,6 +30,7 @@ from dsh_sidecar.bridge.transport.protocol import (
 )
 from dsh_sidecar.bridge.transport.report import CassetteCounts, ReportedError, RunReport, write_report
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_MOCK_REFUSED
+from dsh_sidecar.python_core.composition import Composition
 from dsh_sidecar.python_core.config import SidecarConfig
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.turns import TurnLedger
@@ -63,8 +64,12 @@ class SessionState:
         self.turns = TurnLedger()
         # Features in the order they first refused a call: their errors and fixes print in that order.
 
-    def open(self, config: SidecarConfig, host: Mapping[str, str | None]) -> None:
-        """Open the features ``config`` names; ``hooks`` and ``ask_execute`` say what the shim installs."""
+    def open(self, config: SidecarConfig, host: Mapping[str, str | None], plugins: Composition | None = None,
+             ) -> None:
+        """Open the features ``config`` names; ``hooks`` and ``ask_execute`` say what the shim installs.
+
+        ``plugins``: the run's plugin composition, which a tool cassette records or compares.
+        """
         if config.tool_cassette is not None:
             # A call filter runs in this process: import its function now, before any call.
             config = msgspec.structs.replace(
@@ -90,7 +95,7 @@ class SessionState:
         if (config.tool_cassette is not None or config.trace is not None or self.mock is not None or stubs
                 or guarded):
             self.tools = ToolHooks.open(config.tool_cassette, self.trace, self.mock, stubs, config.live_tools,
-                                        config.cwd, self.warn, config.strict_replay)
+                                        config.cwd, self.warn, config.strict_replay, plugins)
             if config.report is not None:
                 self.tools.calls = []  # the run report names every call's structural path
             hooks.append("tools")

@@ -28,6 +28,7 @@ from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, Wa
 from dsh_sidecar.bridge.transport.later import Later
 from dsh_sidecar.bridge.transport.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED
+from dsh_sidecar.python_core.composition import Composition
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
 
@@ -60,10 +61,13 @@ class _Open:
 class WarmHost:
     """The sessions of one warm DSH process, keyed by session id."""
 
-    def __init__(self, stream: SocketStream, host: dict[str, str | None]) -> None:
+    def __init__(self, stream: SocketStream, host: dict[str, str | None], plugins: Composition | None = None,
+                 ) -> None:
         self._stream = stream
         self._receive = BufferedByteReceiveStream(stream)
         self._host = host
+        # The warm process's composition: every session it serves runs with it.
+        self._plugins = plugins
         self._open: dict[str, _Open] = {}
         self._registry: RegistryParams | None = None
         self._send = anyio.Lock()
@@ -73,14 +77,15 @@ class WarmHost:
         self._session_closed = anyio.Event()
 
     @classmethod
-    async def connect(cls, path: str, host: dict[str, str | None]) -> WarmHost:
+    async def connect(cls, path: str, host: dict[str, str | None], plugins: Composition | None = None,
+                      ) -> WarmHost:
         """Connect to the run API's control socket at ``path``."""
         try:
             stream = await anyio.connect_unix(path)
         except OSError as error:
             raise ProtocolError(f"warm: cannot connect to the run API's control socket ({error.strerror}); "
                                 "a warm host is started by the run API, not by hand") from None
-        return cls(stream, host)
+        return cls(stream, host, plugins)
 
     def is_open(self, session_id: str) -> bool:
         """Whether ``session_id`` is an open session of this host."""
@@ -123,7 +128,7 @@ class WarmHost:
             if unsuited:
                 await self._reply(WarmReply(id=run.id, unsuited=unsuited))
                 return None
-            state.open(config, self._host)
+            state.open(config, self._host, self._plugins)
         except SidecarError as error:
             text = f"dsh-sidecar: {error}\n" + (f"dsh-sidecar: fix: {error.hint}\n" if error.hint else "")
             await self._reply(WarmReply(id=run.id, exitCode=EXIT_FAILED, stderr=text))

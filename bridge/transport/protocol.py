@@ -13,6 +13,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from dsh_sidecar.python_core.composition import PluginRow
 from dsh_sidecar.python_core.errors import ProtocolError
 from dsh_sidecar.python_core.mock.plan import MockStatus
 from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts
@@ -101,6 +102,8 @@ class InitializeParams(_Closed):
     config: dict[str, Any]
     cwd: str
     pid: int
+    # The loader's rows (module, enabled, package and version); absent from an older shim.
+    plugins: list[PluginRow] | None = None
 
 
 class ReplayFacts(_Closed):

@@ -25,9 +25,10 @@ from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import digest_bytes, ordered_bytes
 from dsh_sidecar.python_core.cassette_io import Chain, LineSink
+from dsh_sidecar.python_core.composition import Composition, describe_change
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.filters import PLACEHOLDER, Filters, rules_digest
-from dsh_sidecar.python_core.json_pointers import describe, differing_pointers
+from dsh_sidecar.python_core.json_pointers import describe, differing_pointers, parse_pointer
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, same_selection
 from dsh_sidecar.python_core.tool_cassette.errors import (
     ArgumentsUnreadable,
@@ -35,6 +36,7 @@ from dsh_sidecar.python_core.tool_cassette.errors import (
     CassetteIOError,
     CassetteMismatch,
     ExtraCall,
+    FilterBreaksSchema,
     FilterRaised,
     IllegalEvent,
     IncludeDiffers,
@@ -74,6 +76,7 @@ from dsh_sidecar.python_core.tool_cassette.format import (
 )
 from dsh_sidecar.python_core.tool_cassette.host_state import relocated
 from dsh_sidecar.python_core.tool_cassette.matching import match_difference, reduce_args
+from dsh_sidecar.python_core.tool_cassette.output_schema import first_violation, json_type
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, RecordedCall, Recorder, load
 from dsh_sidecar.python_core.turns import RecordingInterrupted
 
@@ -417,9 +420,11 @@ def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFr
         error = msgspec.structs.replace(error, message=message if isinstance(message, str) else PLACEHOLDER)
     value = _redact_raw(filters, tool, frame.value)
     content, meta = _redact_raw(filters, tool, frame.content), _redact_raw(filters, tool, frame.meta)
-    if not frame.isError and value != frame.value:
-        # A success's rendering may spell what the filters took out of its value (a key filter
-        # never sees inside rendered text): it is not kept, and a stand-in shows the value.
+    if not frame.isError and value != frame.value and not isinstance(frame.value, UnsetType) \
+            and filters.hides(msgspec.json.decode(frame.value), tool=tool, where="result"):
+        # A success's rendering may spell what a redacting filter took out of its value (a key
+        # filter never sees inside rendered text): it is not kept, and a stand-in shows the value.
+        # A normalize rule hides nothing: the rendering the model saw is kept.
         content, meta = UNSET, UNSET
     return msgspec.structs.replace(
         frame, error=error, value=value, content=content, meta=meta,
@@ -436,6 +441,49 @@ def _redact_raw(filters: Filters, tool: str, raw: R) -> R:
     if redacted == msgspec.json.decode(raw):
         return raw
     return Raw(ordered_bytes(redacted))
+
+
+def _schema_break(filters: Filters, tool: str, path: str, frame: ResultFrame, schema: Raw,
+                  ) -> FilterBreaksSchema | None:
+    """A result filter that leaves the success ``frame``'s valid value one ``schema`` refuses.
+
+    The value as filtered is judged, as the host judges it at replay; the rule named is the last
+    one that changed the part at the first violation. A value the schema refused before any filter
+    is the host's to judge (it fails the call live).
+
+    Raises:
+        FilterRaised: as ``Filters.steps``.
+    """
+    if frame.isError or isinstance(frame.value, UnsetType) or not filters:
+        return None
+    decoded_schema = msgspec.json.decode(schema)
+    value = msgspec.json.decode(frame.value)
+    if first_violation(decoded_schema, value) is not None:
+        return None
+    steps = [(value, -1), *((after, index) for index, _, after in filters.steps(value, tool=tool, where="result"))]
+    found = first_violation(decoded_schema, steps[-1][0])
+    if found is None:
+        return None
+    culprit = next((index for (before, _), (after, index) in zip(steps[-2::-1], steps[:0:-1], strict=True)
+                    if _at(before, found.pointer) != _at(after, found.pointer)), steps[-1][1])
+    becomes = _at(steps[-1][0], found.pointer)
+    return FilterBreaksSchema(culprit, tool, path, frame.ordinal, found.pointer,
+                              "absent" if becomes is _ABSENT else json_type(becomes), found.wants, found.wanted_type)
+
+
+_ABSENT = object()
+
+
+def _at(value: object, pointer: str) -> object:
+    """The part of ``value`` at ``pointer`` (``/`` is the whole value), or ``_ABSENT``."""
+    for token in [] if pointer == "/" else parse_pointer(pointer):
+        if isinstance(value, dict) and token in value:
+            value = value[token]
+        elif isinstance(value, list) and token.isdigit() and int(token) < len(value):
+            value = value[int(token)]
+        else:
+            return _ABSENT
+    return value
 
 
 def _holds_placeholder(frame: ResultFrame) -> bool:
@@ -473,11 +521,14 @@ class ToolCassetteSession(abc.ABC):
         self._cancelled_before_dispatch = 0
 
     @staticmethod
-    def open(config: ToolCassetteConfig, *, deferred: bool = False) -> ToolCassetteSession:
+    def open(config: ToolCassetteConfig, *, deferred: bool = False, plugins: Composition | None = None,
+             ) -> ToolCassetteSession:
         """Start recording (create the partial, write the header) or load a verified cassette.
 
         ``deferred``: a recording queues its lines for ``take_writes`` instead of writing each
-        at once (its ``recorder`` is the file they go to).
+        at once (its ``recorder`` is the file they go to). ``plugins``: the composition of this
+        run (``None``: unknown); a recording keeps it in its header, a replay names what changed
+        since the recording when a call no longer matches.
 
         Raises:
             CassetteExists: record mode and the file or its ``.partial`` exists.
@@ -489,8 +540,8 @@ class ToolCassetteSession(abc.ABC):
         Filters(config.filters, config.functions)
         try:
             if config.mode == "record":
-                return RecordSession.start(config, deferred=deferred)
-            return ReplaySession.start(config)
+                return RecordSession.start(config, deferred=deferred, plugins=plugins)
+            return ReplaySession.start(config, plugins=plugins)
         except CassetteIOError as error:
             raise error.at_open(config.mode) from None
 
@@ -588,15 +639,19 @@ class RecordSession(ToolCassetteSession):
         # Tools whose definition was asked for (``describe``) and those already written.
         self._described: set[str] = set()
         self._defined: set[str] = set()
+        # Each defined tool's output schema: a result filter must leave a value it accepts.
+        self._schemas: dict[str, Raw] = {}
 
     @classmethod
-    def start(cls, config: ToolCassetteConfig, *, deferred: bool = False) -> RecordSession:
+    def start(cls, config: ToolCassetteConfig, *, deferred: bool = False, plugins: Composition | None = None,
+              ) -> RecordSession:
         """Create the partial and write its header (see ``ToolCassetteSession.open``)."""
         recorder = Recorder.create(config.file)
         session = cls(config, recorder, None if deferred else recorder)
         session._emit(HeaderFrame(
             seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION, include=config.include,
             filters=rules_digest(config.filters) if config.filters else UNSET, match=config.match or UNSET,
+            plugins=UNSET if plugins is None else dict(plugins),
         ))
         try:
             # Nothing can be admitted before the header is durable: written now in both modes.
@@ -716,8 +771,15 @@ class RecordSession(ToolCassetteSession):
             error = UnsupportedConcludesTurn(call.tool, call.path, call.ordinal)
         else:
             try:
-                call.frame = _redact_outcome(self._filters, call.tool,
-                                             capture_outcome(event.result, call.ordinal))
+                captured = capture_outcome(event.result, call.ordinal)
+                schema = self._schemas.get(call.tool) if event.definition is None else event.definition.output
+                broken = None if schema is None else _schema_break(self._filters, call.tool, call.path, captured,
+                                                                   schema)
+                if broken is not None:
+                    self._fail(broken)
+                    call.phase = CallPhase.REFUSED
+                    return Refuse(broken)
+                call.frame = _redact_outcome(self._filters, call.tool, captured)
                 if event.host is not None:
                     call.frame = msgspec.structs.replace(call.frame, host=event.host)
                 if event.definition is not None and call.tool not in self._defined:
@@ -762,6 +824,7 @@ class RecordSession(ToolCassetteSession):
             CanonicalJsonError: a schema has no strict canonical form.
         """
         self._defined.add(tool)
+        self._schemas[tool] = contract.output
         return self._emit(DefinitionFrame(
             seq=0, prev=GENESIS, tool=tool, description=contract.description,
             parameters=verbatim_text(bytes(contract.parameters)), output=verbatim_text(bytes(contract.output)),
@@ -879,8 +942,12 @@ class ReplaySession(ToolCassetteSession):
 
     mode = "replay"
 
-    def __init__(self, config: ToolCassetteConfig, cassette: Cassette) -> None:
+    def __init__(self, config: ToolCassetteConfig, cassette: Cassette, plugins: Composition | None = None) -> None:
         super().__init__(config, CassetteState.SERVING)
+        # What changed in the composition since the recording ("" when nothing, or either is unknown).
+        recorded = cassette.header.plugins
+        self.composition_change = "" if plugins is None or isinstance(recorded, UnsetType) \
+            else describe_change(recorded, plugins)
         self._records = cassette.calls
         self.version = cassette.header.version
         # Version 5: digests of what the recording did not serve, for the divergence check.
@@ -899,7 +966,7 @@ class ReplaySession(ToolCassetteSession):
         self._name = os.path.basename(config.file)
 
     @classmethod
-    def start(cls, config: ToolCassetteConfig) -> ReplaySession:
+    def start(cls, config: ToolCassetteConfig, *, plugins: Composition | None = None) -> ReplaySession:
         """Load and fully verify the cassette (see ``ToolCassetteSession.open``)."""
         cassette = load(config.file)
         name = os.path.basename(config.file)
@@ -918,7 +985,7 @@ class ReplaySession(ToolCassetteSession):
         recorded_match = {} if header.match is UNSET else header.match
         if recorded_match != config.match:
             raise RulesDiffer(name, "match", match_difference(recorded_match, config.match))
-        return cls(config, cassette)
+        return cls(config, cassette, plugins)
 
     def _refuse(self, event: ExecuteEvent, error: SidecarError) -> Refuse:
         if not isinstance(error, ReplayPoisoned):
@@ -944,7 +1011,8 @@ class ReplaySession(ToolCassetteSession):
         self._ordinals += 1
         if ordinal >= len(self._records):
             return self._refuse(event, ExtraCall(
-                event.tool, event.path, ordinal, len(self._records), cassette=self._name
+                event.tool, event.path, ordinal, len(self._records), cassette=self._name,
+                composition=self.composition_change,
             ))
         record = self._records[ordinal]
         mismatch = None
@@ -966,7 +1034,7 @@ class ReplaySession(ToolCassetteSession):
             field, actual, recorded = mismatch
             return self._refuse(event, CassetteMismatch(
                 event.tool, event.path, ordinal, field, actual, recorded, cassette=self._name,
-                pointers=pointers,
+                pointers=pointers, composition=self.composition_change,
             ))
         overlay = self.config.faults
         fault = None if overlay is None else overlay.fault(event.tool, event.path, ordinal)
@@ -1052,7 +1120,8 @@ class ReplaySession(ToolCassetteSession):
         if remaining and not self._injected_failures:
             first = self._records[self._consumed]
             errors.append(UnconsumedRecords(
-                remaining, first.ordinal, first.tool, first.path, cassette=self._name
+                remaining, first.ordinal, first.tool, first.path, cassette=self._name,
+                composition=self.composition_change,
             ))
         self.state = CassetteState.CLOSED
         return CloseReport(errors=tuple(errors), stats=self.statistics())

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dsh_sidecar.python_core.errors import FilterRaised, FilterUnresolved, SidecarError, printable
 
 __all__ = [
+    "COMPOSITION_CHANGED",
     "ArgumentsUnreadable",
     "CassetteExists",
     "CassetteIOError",
     "CassetteInvalid",
     "CassetteMismatch",
     "ExtraCall",
+    "FilterBreaksSchema",
     "FilterRaised",
     "FilterUnresolved",
     "IllegalEvent",
@@ -48,12 +50,24 @@ def fingerprint(digest: str) -> str:
 _SECTION = "toolCassette"
 
 
-def rerecord_hint(name: str) -> str:
-    """The fix for a replay that no longer matches cassette ``name`` (a base name)."""
-    return (
+def rerecord_hint(name: str, composition: str = "") -> str:
+    """The fix for a replay that no longer matches cassette ``name`` (a base name).
+
+    ``composition``: what changed in the plugin composition since the recording
+    (``python_core.composition.describe_change``); it leads the fix, as the likely cause.
+    """
+    rerecord = (
         f"if the new calls are intended, re-record: delete {printable(name)} and run the same task with "
         f'{_SECTION}.mode: record (run API and pytest: record_mode "all")'
     )
+    if not composition:
+        return rerecord
+    return (f"{COMPOSITION_CHANGED}: {composition}; a plugin's hooks may have shaped the recorded calls: "
+            f"replay with the plugins it was recorded with, or {rerecord}")
+
+
+# How a fix line naming a changed composition starts (the run API keeps that part of it).
+COMPOSITION_CHANGED = "the composition changed since the recording"
 
 
 def _call(tool: str, path: str, ordinal: int | None) -> str:
@@ -73,7 +87,7 @@ class CassetteMismatch(SidecarError):
 
     def __init__(
         self, tool: str, path: str, ordinal: int, field: str, actual: str, recorded: str, *,
-        cassette: str, pointers: str = "",
+        cassette: str, pointers: str = "", composition: str = "",
     ) -> None:
         if field == "args":
             detail = (
@@ -90,7 +104,44 @@ class CassetteMismatch(SidecarError):
         self.actual = actual
         self.recorded = recorded
         self.pointers = pointers
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
+
+
+_EXAMPLE = {"number": "0", "integer": "0", "string": '""', "boolean": "false", "null": "null",
+            "array": "[]", "object": "{}"}
+
+
+class FilterBreaksSchema(SidecarError):
+    """Record: a result filter would turn a value its tool's output schema accepts into one it
+    refuses, so the cassette could never replay (the host fails it ``INVALID_TOOL_OUTPUT``).
+
+    The call is refused and the recording is not published; ``wanted_type`` (the schema's type at
+    ``pointer``, if it has one) picks the fix's example ``normalize`` value.
+    """
+
+    code = "FILTER_BREAKS_SCHEMA"
+
+    def __init__(self, index: int, tool: str, path: str, ordinal: int, pointer: str, becomes: str, wants: str,
+                 wanted_type: str | None) -> None:
+        super().__init__(
+            f"toolCassette.filters[{index}]: {printable(pointer)} of tool {printable(tool)} at {path}, ordinal "
+            f"{ordinal} would become {becomes} where its output schema wants {wants}; the call was refused and "
+            "the recording is not published"
+        )
+        self.index = index
+        self.tool = tool
+        self.path = path
+        self.ordinal = ordinal
+        self.pointer = pointer
+        example = _EXAMPLE.get(wanted_type or "")
+        if example is not None:
+            self.hint = (
+                f'to keep a volatile value valid, give toolCassette.filters[{index}] "normalize": {example} (a fixed '
+                f"{wanted_type} every recording keeps), or filter only arguments (\"in\": \"args\")"
+            )
+        else:
+            self.hint = (f'give toolCassette.filters[{index}] a "normalize" value the schema accepts, '
+                         'or filter only arguments ("in": "args")')
 
 
 class ExtraCall(SidecarError):
@@ -99,12 +150,12 @@ class ExtraCall(SidecarError):
     code = "CASSETTE_EXTRA_CALL"
 
     def __init__(
-        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str
+        self, tool: str, path: str, ordinal: int, recorded_calls: int, *, cassette: str, composition: str = "",
     ) -> None:
         super().__init__(
             f"{_call(tool, path, ordinal)}: extra call, the cassette holds {recorded_calls} calls"
         )
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
         self.tool = tool
         self.path = path
         self.ordinal = ordinal
@@ -131,11 +182,12 @@ class UnconsumedRecords(SidecarError):
 
     code = "CASSETTE_UNCONSUMED"
 
-    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str) -> None:
+    def __init__(self, count: int, ordinal: int, tool: str, path: str, *, cassette: str,
+                 composition: str = "") -> None:
         super().__init__(
             f"{count} recorded calls not consumed, first {_call(tool, path, ordinal)}"
         )
-        self.hint = rerecord_hint(cassette)
+        self.hint = rerecord_hint(cassette, composition)
         self.count = count
         self.ordinal = ordinal
         self.tool = tool

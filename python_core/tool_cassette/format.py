@@ -110,6 +110,7 @@ class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
     ``filters`` and ``match`` (optional, absent when none were declared) are the test-logic
     rules the recording was made with; replay refuses other rules (docs/test-logic.md).
     ``filters`` is the fingerprint of the rules only: a regex may spell the secret itself.
+    ``plugins`` (optional) is the composition: a mismatch names what changed since.
     """
 
     protocol: str
@@ -117,6 +118,9 @@ class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
     include: tuple[str, ...]
     filters: str | UnsetType = UNSET
     match: dict[str, MatchRule] | UnsetType = UNSET
+    # The plugin packages and versions composed at record time (python_core.composition), never
+    # their config; absent in files recorded before it was kept, or when the shim reported none.
+    plugins: dict[str, str | None] | UnsetType = UNSET
 
 
 class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):

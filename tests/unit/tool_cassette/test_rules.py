@@ -304,3 +304,137 @@ def test_an_unredacted_success_keeps_its_rendering(tmp_path: Path, kit: Any) -> 
     results = [msgspec.json.decode(line) for line in (tmp_path / "c.ndjson").read_bytes().splitlines()
                if b'"call/result"' in line]
     assert results[0]["content"] == [{"type": "text", "text": "rendered"}]
+
+
+# --- volatile result fields: normalize, and filters that would break the output schema (issue 29 item 7)
+
+_EXEC_SCHEMA = (b'{"type":"object","additionalProperties":false,"required":["output","wall_time_seconds"],'
+                b'"properties":{"output":{"type":"string"},"wall_time_seconds":{"type":"number"},'
+                b'"chunk":{"type":"string","enum":["a","b"]}}}')
+
+
+def _exec_call(kit: Any, seconds: float, ordinal: int = 0) -> Any:
+    outcome = msgspec.structs.replace(
+        kit.ok(b'{"output":"hello\\n","wall_time_seconds":' + str(seconds).encode() + b"}"),
+        content=msgspec.Raw(b'[{"type":"text","text":"hello\\n"}]'))
+    return kit.Call(tool="weather_exec", path=f"root/{ordinal}", args=b'{"cmd":"echo hello"}', outcome=outcome)
+
+
+def _record_exec(tmp_path: Path, kit: Any, seconds: float, filters: list[Any], file: str = "c.ndjson") -> Any:
+    from dsh_sidecar.python_core.tool_cassette.engine import RecordSession, ToolContract
+    contract = ToolContract(parameters=msgspec.Raw(b'{"type":"object"}'), output=msgspec.Raw(_EXEC_SCHEMA))
+    session = ToolCassetteSession.open(_config(tmp_path, filters=filters, file=file))
+    assert isinstance(session, RecordSession)
+    session.define("weather_exec", contract)
+    kit.drive(session, [_exec_call(kit, seconds)])
+    return session.close()
+
+
+def test_normalize_replaces_with_the_fixed_value_in_every_filter_kind() -> None:
+    filters = Filters(parse_filters([{"pointer": "/took", "normalize": 0}, {"key": "chunk_id", "normalize": "c0"},
+                                     {"regex": "took [0-9.]+s", "normalize": "took 0s", "in": "result"}]))
+    value = {"took": 0.53, "parts": [{"chunk_id": "x9"}], "text": "done, took 0.53s"}
+    assert filters.apply(value, tool="t", where="result") == {
+        "took": 0, "parts": [{"chunk_id": "c0"}], "text": "done, took 0s"}
+    assert not filters.hides(value, tool="t", where="result")
+    assert Filters(parse_filters([{"pointer": "/took"}])).hides(value, tool="t", where="result")
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ([{"preset": "credentials", "normalize": 0}], "INVALID_CONFIG: toolCassette.filters[0].normalize: goes with key, "
+     "pointer or regex (a call filter returns its own replacement)"),
+    ([{"call": "m:f", "normalize": 0}], "INVALID_CONFIG: toolCassette.filters[0].normalize: goes with key, pointer "
+     "or regex (a call filter returns its own replacement)"),
+    ([{"regex": "x", "normalize": 0}], "INVALID_CONFIG: toolCassette.filters[0].normalize: must be a string with "
+     "regex (it replaces matched text)"),
+    ([{"pointer": "/a", "normalize": 2**60}], "INVALID_CONFIG: toolCassette.filters[0].normalize: has no canonical "
+     "JSON form (integer outside +-(2^53-1))"),
+])
+def test_a_bad_normalize_is_refused_by_field(raw: object, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_filters(raw)
+    assert str(caught.value) == message
+
+
+def test_normalize_changes_the_rules_fingerprint() -> None:
+    plain = rules_digest(parse_filters([{"pointer": "/a", "in": "result"}]))
+    assert rules_digest(parse_filters([{"pointer": "/a", "in": "result", "normalize": 0}])) != plain
+    assert rules_digest(parse_filters([{"pointer": "/a", "in": "result", "normalize": 1}])) != plain
+
+
+def test_a_normalized_volatile_field_keeps_recordings_equal_and_replays_valid(tmp_path: Path, kit: Any) -> None:
+    from dsh_sidecar.python_core.tool_cassette.diff import diff_cassettes
+    rule = [{"pointer": "/wall_time_seconds", "in": "result", "normalize": 0}]
+    assert _record_exec(tmp_path, kit, 0.53, rule, file="a.ndjson").errors == ()
+    assert _record_exec(tmp_path, kit, 1.25, rule, file="b.ndjson").errors == ()
+    assert (tmp_path / "a.ndjson").read_bytes() == (tmp_path / "b.ndjson").read_bytes()
+    assert diff_cassettes(load(str(tmp_path / "a.ndjson")), load(str(tmp_path / "b.ndjson"))).equivalent
+    [result] = [msgspec.json.decode(line) for line in (tmp_path / "a.ndjson").read_bytes().splitlines()
+                if b'"call/result"' in line]
+    # The value is valid for its schema, and the rendering the model saw is kept (it hides nothing).
+    assert result["value"] == {"output": "hello\n", "wall_time_seconds": 0}
+    assert result["content"] == [{"type": "text", "text": "hello\n"}]
+    replay = ToolCassetteSession.open(_config(tmp_path, "replay", filters=rule, file="a.ndjson"))
+    assert isinstance(replay, ReplaySession)
+    replay.stood_up = frozenset({"weather_exec"})  # no allowRedactedReplay needed: nothing is a placeholder
+    served = replay.on_execute(ExecuteEvent("h0", "root/0", "weather_exec", b'{"cmd":"echo hello"}'))
+    assert isinstance(served, Serve)
+    assert msgspec.json.decode(served.result)["content"] == [{"type": "text", "text": "hello\n"}]
+
+
+@pytest.mark.parametrize(("rule", "message", "fix"), [
+    ({"pointer": "/wall_time_seconds", "in": "result"},
+     "FILTER_BREAKS_SCHEMA: toolCassette.filters[0]: /wall_time_seconds of tool weather_exec at root/0, ordinal 0 "
+     "would become a string where its output schema wants a number; the call was refused and the recording is not "
+     "published", 'give toolCassette.filters[0] "normalize": 0 (a fixed number'),
+    ({"pointer": "/wall_time_seconds", "in": "result", "normalize": "0s"},
+     "FILTER_BREAKS_SCHEMA: toolCassette.filters[0]: /wall_time_seconds of tool weather_exec at root/0, ordinal 0 "
+     "would become a string where its output schema wants a number", "normalize"),
+    ({"key": "wall_time_seconds", "normalize": None},
+     "FILTER_BREAKS_SCHEMA: toolCassette.filters[0]: /wall_time_seconds of tool weather_exec at root/0, ordinal 0 "
+     "would become null where its output schema wants a number", "normalize"),
+    ({"regex": "hello", "in": "result"}, None, None),  # a string stays a string: valid, recorded
+])
+def test_a_filter_that_would_break_the_output_schema_is_refused_when_recording(
+    tmp_path: Path, kit: Any, rule: dict[str, Any], message: str | None, fix: str | None,
+) -> None:
+    report = _record_exec(tmp_path, kit, 0.53, [rule])
+    if message is None:
+        assert report.errors == () and report.published
+        return
+    [error] = [e for e in report.errors if e.code == "FILTER_BREAKS_SCHEMA"]
+    assert str(error).startswith(message)
+    assert fix is not None and fix in error.hint
+    assert "0.53" not in str(error) + error.hint and "hello" not in str(error)
+    assert not report.published and not (tmp_path / "c.ndjson").exists()
+
+
+def test_the_value_as_filtered_is_judged_and_the_rule_that_left_it_invalid_is_named(
+    tmp_path: Path, kit: Any,
+) -> None:
+    # A later normalize makes the value valid again: recorded.
+    rules = [{"pointer": "/output", "in": "result"}, {"key": "wall_time_seconds", "in": "result"},
+             {"pointer": "/wall_time_seconds", "in": "result", "normalize": 0}]
+    assert _record_exec(tmp_path, kit, 0.5, rules, file="ok.ndjson").errors == ()
+    # The last rule that changed the offending part is the one named.
+    rules = [{"pointer": "/wall_time_seconds", "in": "result", "normalize": 0}, {"pointer": "/output", "in": "result"},
+             {"key": "wall_time_seconds", "in": "result"}]
+    report = _record_exec(tmp_path, kit, 0.5, rules)
+    [error] = [e for e in report.errors if e.code == "FILTER_BREAKS_SCHEMA"]
+    assert str(error).startswith("FILTER_BREAKS_SCHEMA: toolCassette.filters[2]: /wall_time_seconds")
+
+
+def test_the_output_schema_subset_is_judged_as_rc8_does() -> None:
+    from dsh_sidecar.python_core.tool_cassette.output_schema import first_violation
+    schema = msgspec.json.decode(_EXEC_SCHEMA)
+    assert first_violation(schema, {"output": "", "wall_time_seconds": 1}) is None
+    assert first_violation(schema, {"output": "", "wall_time_seconds": True}).pointer == "/wall_time_seconds"
+    assert first_violation(schema, {"output": ""}).wants == "a member there (required)"
+    assert first_violation(schema, {"output": "", "wall_time_seconds": 1, "x": 1}).pointer == "/x"
+    assert first_violation(schema, {"output": "", "wall_time_seconds": 1, "chunk": "c"}).wants == \
+        "one of its enum values"
+    assert first_violation({"type": "integer"}, 2.0) is None and first_violation({"type": "integer"}, 2.5) is not None
+    one_of = {"oneOf": [{"type": "number"}, {"type": "integer"}]}
+    assert first_violation(one_of, 1.5) is None and first_violation(one_of, 1) is not None  # 1 matches both
+    assert first_violation({"type": "array", "items": {"type": "string"}}, ["a", 1]).pointer == "/1"
+    assert first_violation({"description": "any"}, {"x": [1]}) is None
