@@ -16,8 +16,8 @@ import msgspec
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
 from dsh_sidecar.python_core.model_cassette.errors import short
 from dsh_sidecar.python_core.model_cassette.format import CallFrame
-from dsh_sidecar.python_core.model_cassette.request import compare
 from dsh_sidecar.python_core.model_cassette.store import Cassette
+from dsh_sidecar.python_core.model_request import compare
 
 __all__ = ["Difference", "diff_cassettes", "split_chunks"]
 

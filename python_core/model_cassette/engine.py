@@ -48,8 +48,8 @@ from dsh_sidecar.python_core.model_cassette.format import (
     HeaderFrame,
     chunk_facts,
 )
-from dsh_sidecar.python_core.model_cassette.request import compare, filter_view, lane_of, normalize, parts_of
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
+from dsh_sidecar.python_core.model_request import compare, filter_view, lane_of, normalize, parts_of
 
 __all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
 

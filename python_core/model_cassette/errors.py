@@ -9,6 +9,7 @@ an error.
 from __future__ import annotations
 
 from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.model_request import ModelRequestInvalid
 
 __all__ = [
     "ModelCallLeftOut",
@@ -123,16 +124,6 @@ class ModelCassetteClosed(SidecarError):
         # ``model/request`` can say none was.
         made = "; no provider request was made" if method == "model/request" else ", the call is not recorded"
         super().__init__(f"{method} after shutdown: the model cassette is closed{made}")
-
-
-class ModelRequestInvalid(SidecarError):
-    """A ``model/request`` whose request has a field of the wrong shape; names the field, never its value."""
-
-    code = "MODEL_REQUEST_INVALID"
-
-    def __init__(self, field: str, expected: str) -> None:
-        super().__init__(f"model/request: request.{field} is not {expected}; no provider request was made")
-        self.field = field
 
 
 class ModelRecordingIncomplete(SidecarError):

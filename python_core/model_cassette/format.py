@@ -19,7 +19,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import MAX_SAFE_INTEGER, is_canonical
 from dsh_sidecar.python_core.cassette_io import GENESIS, ChainFrame, line_hash, probe_header, seal
-from dsh_sidecar.python_core.model_cassette.request import RequestParts
+from dsh_sidecar.python_core.model_request import RequestParts
 
 __all__ = [
     "ABANDONABLE",

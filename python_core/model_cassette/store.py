@@ -34,7 +34,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
     encode,
     line_hash,
 )
-from dsh_sidecar.python_core.model_cassette.request import checked_parts, lane_of
+from dsh_sidecar.python_core.model_request import checked_parts, lane_of
 
 __all__ = ["Cassette", "Recorder", "VerifyReport", "check_lines", "load", "verify_file"]
 

@@ -12,7 +12,7 @@ not run, as the likely cause. A warning by default, an error under ``strictRepla
 What a digest covers: a success's value (without the tool's ``volatile`` pointers, the session
 cwd written ``<cwd>``), a failure's runtime code only (its message may name a folder); a step's
 system prompt and each offered tool's name, description and parameters, cwd as ``<cwd>`` (the
-model cassette's view, ``model_cassette/request.py``). The ``volatile`` pointers a recording used
+model cassette's view, ``model_request.py``). The ``volatile`` pointers a recording used
 are kept in each ``observed/result`` frame and applied again at replay, so digests compare.
 
 Sans I/O: the bridge feeds events in; frames come out (record) and one error (replay).
@@ -29,8 +29,7 @@ from msgspec import UNSET
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.json_pointers import parse_pointer, without
-from dsh_sidecar.python_core.model_cassette.errors import ModelRequestInvalid
-from dsh_sidecar.python_core.model_cassette.request import CWD_TOKEN, normalize, parts_of
+from dsh_sidecar.python_core.model_request import CWD_TOKEN, ModelRequestInvalid, normalize, parts_of
 from dsh_sidecar.python_core.tool_cassette.format import GENESIS, ObservedResult, ObservedStep
 
 __all__ = [

@@ -15,8 +15,8 @@ from dsh_sidecar.python_core.filters import PLACEHOLDER, parse_filters
 from dsh_sidecar.python_core.model_cassette import ModelCassette, Serve
 from dsh_sidecar.python_core.model_cassette.config import parse_config
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteMismatch, ModelRulesDiffer
-from dsh_sidecar.python_core.model_cassette.request import filter_view
 from dsh_sidecar.python_core.model_cassette.store import load, verify_file
+from dsh_sidecar.python_core.model_request import filter_view
 
 RULES = ["credentials", {"regex": "hunter2-[a-z0-9]+"}]
 

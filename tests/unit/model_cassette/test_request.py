@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, is_canonical
-from dsh_sidecar.python_core.model_cassette.request import (
+from dsh_sidecar.python_core.model_request import (
     RequestParts,
     checked_parts,
     compare,

@@ -34,7 +34,7 @@ def test_verify_takes_several_files_and_each_line_names_its_file(
     result = CliRunner().invoke(main, ["verify", str(good), str(tmp_path / "gone.jsonl"), str(bad)])
     assert result.exit_code == 1
     assert result.stdout == (
-        "valid: w.tool-cassette.jsonl: dsh-tool-cassette v4: 3 calls, 2 tools, 8 frames, complete tail\n"
+        "valid: w.tool-cassette.jsonl: dsh-tool-cassette v5: 3 calls, 2 tools, 8 frames, complete tail\n"
         "CASSETTE_INVALID: b.jsonl: line 2 call/start ordinal 0: hash does not match the frame\n"
     )
     assert result.stderr == "CASSETTE_IO: cannot read gone.jsonl: no such file\n"

@@ -21,12 +21,13 @@ from typing import Any
 import msgspec
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
-from dsh_sidecar.python_core.model_cassette.errors import ModelRequestInvalid
+from dsh_sidecar.python_core.errors import SidecarError
 
 __all__ = [
     "CWD_TOKEN",
     "FilterView",
     "MessageDigest",
+    "ModelRequestInvalid",
     "RequestParts",
     "ToolDigest",
     "checked_parts",
@@ -37,6 +38,16 @@ __all__ = [
     "parts_of",
     "parts_of_canonical",
 ]
+
+
+class ModelRequestInvalid(SidecarError):
+    """A ``model/request`` whose request has a field of the wrong shape; names the field, never its value."""
+
+    code = "MODEL_REQUEST_INVALID"
+
+    def __init__(self, field: str, expected: str) -> None:
+        super().__init__(f"model/request: request.{field} is not {expected}; no provider request was made")
+        self.field = field
 
 CWD_TOKEN = "<cwd>"
 _VOLATILE = frozenset({"signal", "sessionId"})
