@@ -54,14 +54,16 @@ def test_a_real_model_turn_replays_with_the_tool_provider_gone_and_the_same_requ
 
 
 def _as_version_2(path: Path) -> None:
-    """Rewrite ``path`` as a version 2 recorder wrote it: no tool frames, no rendered successes."""
+    """Rewrite ``path`` as a version 2 recorder wrote it: no tool or observed frames, no composition
+    in the header, no rendered successes."""
     frames = [msgspec.json.decode(line) for line in path.read_bytes().splitlines()]
     kept = []
     for frame in frames:
-        if frame["kind"] == "tool":
+        if frame["kind"] == "tool" or frame["kind"].startswith("observed/"):
             continue
         if frame["kind"] == "header":
             frame["version"] = 2
+            frame.pop("plugins", None)
         if frame["kind"] == "call/result" and not frame["isError"]:
             frame.pop("content")
         kept.append(encode(frame) + b"\n")
