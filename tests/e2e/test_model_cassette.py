@@ -24,7 +24,7 @@ from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_ser
 from dshrun import ROOT, Dsh, stable, wait_for
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.api.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, run
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, RunResult, SubagentCassette, ToolCassette, WarmPool, run
 from dsh_sidecar.python_core.mock.source import decode_source
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
@@ -532,6 +532,12 @@ def test_failures_and_retries_replay_as_recorded_and_no_endpoint_is_kept(
     assert delays[1] == recorded_delays[1] == 1000
     for delay, base in zip([delays[0], *delays[2:]], (500, 2000, 4000), strict=True):  # retries 1, 3, 4
         assert base * 0.9 <= delay <= base * 1.1, delays
+    # Warm, the host sees and writes the same: a session of a warm host replays the same failures.
+    with WarmPool() as pool:
+        warm = run(FAIL_TASK, cwd=tmp_path, rows=[], model_cassette=cassette, env=_offline(), warm=pool)
+    assert warm.ok, warm.explain()
+    assert warm.model_cassette is not None and warm.model_cassette.consumed == 6
+    assert _log_without_delays(warm) == scrubbed
 
 
 STOP_TASK = "Answer when the servers are busy."
