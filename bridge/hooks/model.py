@@ -21,7 +21,7 @@ from dsh_sidecar.bridge.transport.later import Later, durable
 from dsh_sidecar.bridge.transport.line_writer import LineWriter
 from dsh_sidecar.bridge.transport.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from dsh_sidecar.python_core.errors import SidecarError
-from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassette, ModelCassetteConfig, Pass
+from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassetteConfig, ModelCassetteEngine, Pass
 from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
 from dsh_sidecar.python_core.model_cassette.initiator import delegation_depth
 
@@ -31,7 +31,7 @@ __all__ = ["ModelHooks"]
 class ModelHooks:
     """Route ``llm/stream`` boundary events to the model cassette."""
 
-    def __init__(self, cassette: ModelCassette, trace: Trace, *, children_owned: bool = False) -> None:
+    def __init__(self, cassette: ModelCassetteEngine, trace: Trace, *, children_owned: bool = False) -> None:
         self.cassette = cassette
         self.children_owned = children_owned
         self.trace = trace
@@ -52,7 +52,7 @@ class ModelHooks:
         Raises:
             SidecarError: the cassette cannot be opened (exists, invalid, unreadable).
         """
-        cassette = ModelCassette.open(config, cwd=cwd, host_version=host_version or "unknown", deferred=True)
+        cassette = ModelCassetteEngine.open(config, cwd=cwd, host_version=host_version or "unknown", deferred=True)
         return cls(cassette, trace, children_owned=children_owned)
 
     def request(self, params: ModelRequestParams) -> ModelDecision:

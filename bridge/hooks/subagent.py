@@ -47,7 +47,7 @@ from dsh_sidecar.python_core.subagent_cassette import (
     Forward,
     Miss,
     SettledRun,
-    SubagentCassette,
+    SubagentCassetteEngine,
     Upstream,
 )
 from dsh_sidecar.python_core.subagent_cassette.engine import Decision
@@ -68,7 +68,7 @@ _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 class SubagentHooks:
     """Route provider boundary events to the subagent cassette."""
 
-    def __init__(self, cassette: SubagentCassette, setup: SubagentSetup, trace: Trace) -> None:
+    def __init__(self, cassette: SubagentCassetteEngine, setup: SubagentSetup, trace: Trace) -> None:
         self.cassette = cassette
         self.setup = setup
         self.trace = trace
@@ -85,7 +85,7 @@ class SubagentHooks:
         Raises:
             SidecarError: the cassette cannot be opened (locked, exists, invalid, wrong target).
         """
-        cassette = SubagentCassette.open(config, host_version=host_version or "unknown", clock=time.time,
+        cassette = SubagentCassetteEngine.open(config, host_version=host_version or "unknown", clock=time.time,
                                          deferred=True)
         name, upstream = config.provider.names()
         setup = SubagentSetup(name=name, upstream=upstream, parentEvents=list(PARENT_EVENT_TYPES))

@@ -52,8 +52,8 @@ __all__ = [
     "ObservedResult",
     "Phase",
     "PlanState",
+    "PlannedCall",
     "Stop",
-    "ToolCall",
     "auxiliary_answer",
     "error_location",
     "refused_status",
@@ -86,7 +86,7 @@ TRANSITIONS: Final[dict[PlanState, dict[str, frozenset[PlanState]]]] = {
 }
 
 
-class ToolCall(msgspec.Struct, frozen=True):
+class PlannedCall(msgspec.Struct, frozen=True):
     """One complete tool-call block: a freshly minted id, the name, JSON-text arguments."""
 
     call_id: str
@@ -98,7 +98,7 @@ class EmitToolCalls(msgspec.Struct, frozen=True):
     """Sleep ``wait_ms``, then stream one complete block per call and ``finish: tool-calls``."""
 
     wait_ms: int
-    calls: tuple[ToolCall, ...]
+    calls: tuple[PlannedCall, ...]
 
 
 class EmitFinal(msgspec.Struct, frozen=True):
@@ -187,7 +187,7 @@ class MockPlan:
         prefix = "mock-" if call_id_tag is None else f"mock-{call_id_tag}-"
         self._calls = tuple(
             tuple(
-                ToolCall(
+                PlannedCall(
                     call_id=f"{prefix}{turn_id}-{k + 1}-{i}",
                     name=member.tool,
                     arguments_json=bytes(member.args).decode(),
@@ -278,7 +278,7 @@ class MockPlan:
     def _foreign(
         self,
         result: ObservedResult,
-        expected: dict[str, ToolCall],
+        expected: dict[str, PlannedCall],
         seen: dict[str, ObservedResult],
     ) -> str | None:
         if result.session_id is not None and result.session_id != self.session_id:

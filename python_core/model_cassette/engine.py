@@ -51,7 +51,7 @@ from dsh_sidecar.python_core.model_cassette.format import (
 from dsh_sidecar.python_core.model_cassette.store import Recorder, load
 from dsh_sidecar.python_core.model_request import compare, filter_view, lane_of, normalize, parts_of
 
-__all__ = ["CloseReport", "Forward", "ModelCassette", "ModelStats", "Pass", "Serve"]
+__all__ = ["CloseReport", "Forward", "ModelCassetteEngine", "ModelStats", "Pass", "Serve"]
 
 
 class Pass(msgspec.Struct, frozen=True):
@@ -97,7 +97,7 @@ class _Pending(msgspec.Struct):
     view: dict[str, Any]
 
 
-class ModelCassette:
+class ModelCassetteEngine:
     """One run's model cassette, in record or replay mode."""
 
     def __init__(self, config: ModelCassetteConfig, *, cwd: str, recorder: Recorder | None,
@@ -124,7 +124,7 @@ class ModelCassette:
 
     @classmethod
     def open(cls, config: ModelCassetteConfig, *, cwd: str, host_version: str,
-             deferred: bool = False) -> ModelCassette:
+             deferred: bool = False) -> ModelCassetteEngine:
         """Create the partial and write the header (record), or load and verify the file (replay).
 
         ``deferred``: later lines wait in ``take_writes`` instead of being written at once.

@@ -13,7 +13,7 @@ from dsh_sidecar.python_core.subagent_cassette.engine import (
     Miss,
     Replay,
     SettledRun,
-    SubagentCassette,
+    SubagentCassetteEngine,
     Upstream,
 )
 from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
@@ -27,7 +27,7 @@ __all__ = [
     "Replay",
     "SettledRun",
     "StartRequest",
-    "SubagentCassette",
+    "SubagentCassetteEngine",
     "Upstream",
     "parse_config",
 ]

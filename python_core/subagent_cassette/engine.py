@@ -87,7 +87,7 @@ __all__ = [
     "MissDiagnostic",
     "Replay",
     "SettledRun",
-    "SubagentCassette",
+    "SubagentCassetteEngine",
     "Upstream",
 ]
 
@@ -264,7 +264,7 @@ def _new_id() -> str:
     return str(uuid.uuid4())
 
 
-class SubagentCassette:
+class SubagentCassetteEngine:
     """One cassette for one wrapped upstream provider, in record or replay mode."""
 
     def __init__(
@@ -279,7 +279,7 @@ class SubagentCassette:
         cassette: Cassette | None,
         deferred: bool = False,
     ) -> None:
-        """Use ``SubagentCassette.open``; this only wires the parts together."""
+        """Use ``SubagentCassetteEngine.open``; this only wires the parts together."""
         self.config = config
         self.host_version = host_version
         self._clock = clock
@@ -336,7 +336,7 @@ class SubagentCassette:
         clock: Callable[[], float],
         make_id: Callable[[], str] = _new_id,
         deferred: bool = False,
-    ) -> SubagentCassette:
+    ) -> SubagentCassetteEngine:
         """Open a cassette for ``config.mode`` against the host's exact dsh-subagent version.
 
         Record takes the writer lock and inspects the target now (no file is written before

@@ -20,7 +20,7 @@ import msgspec
 from click.testing import CliRunner
 
 from dsh_sidecar.python_core.errors import SidecarError
-from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteConfig, load, verify_file
+from dsh_sidecar.python_core.model_cassette import ModelCassetteConfig, ModelCassetteEngine, load, verify_file
 from dsh_sidecar.python_core.model_cassette.cli import cli
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid, ModelCassetteIOError
 
@@ -68,7 +68,7 @@ def _chunks(rand: random.Random) -> bytes:
 
 def _seed_file(folder: Path) -> Path:
     path = folder / "seed.ndjson"
-    cassette = ModelCassette.open(ModelCassetteConfig(mode="record", file=str(path)), cwd="/w", host_version="x")
+    cassette = ModelCassetteEngine.open(ModelCassetteConfig(mode="record", file=str(path)), cwd="/w", host_version="x")
     for purpose in (None, "session-title", None):
         request = {"provider": "deepseek-official", "model": "m", "messages": [], "tools": [], "purpose": purpose}
         decision = cassette.admit(request)
@@ -131,7 +131,7 @@ def test_generated_hook_params_and_lifecycle_raise_only_named_errors(tmp_path: P
     named = 0
     for mode in ("record", "replay"):
         file = tmp_path / f"{mode}.ndjson" if mode == "record" else good
-        cassette = ModelCassette.open(ModelCassetteConfig(mode=mode, file=str(file)), cwd="/w", host_version="x")
+        cassette = ModelCassetteEngine.open(ModelCassetteConfig(mode=mode, file=str(file)), cwd="/w", host_version="x")
         for n in range(REQUESTS):
             try:
                 if rand.random() < 0.7:

@@ -20,11 +20,11 @@ from dsh_sidecar.python_core import cli_errors
 from dsh_sidecar.python_core.cli_errors import NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.cli import mock
-from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette import ModelCassetteConfig, ModelCassetteEngine
 from dsh_sidecar.python_core.model_cassette.cli import cli as model
 from dsh_sidecar.python_core.subagent_cassette.cli import cli as subagent
 from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
-from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassette, Upstream
+from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassetteEngine, Upstream
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
 from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
 from dsh_sidecar.python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession, ToolResult
@@ -107,12 +107,12 @@ def _tool_cassette(path: Path) -> None:
 
 def _model_cassette(path: Path) -> None:
     config = ModelCassetteConfig(mode="record", file=str(path))
-    assert ModelCassette.open(config, cwd="/project", host_version=HOST).close().published
+    assert ModelCassetteEngine.open(config, cwd="/project", host_version=HOST).close().published
 
 
 def _subagent_cassette(path: Path) -> None:
     # Record writes nothing before the first start, so one child run goes in.
-    cassette = SubagentCassette.open(parse_subagent_config({"mode": "record", "file": str(path)}),
+    cassette = SubagentCassetteEngine.open(parse_subagent_config({"mode": "record", "file": str(path)}),
                                      host_version=HOST, clock=lambda: 1_800_000_000.0)
     cassette.on_upstream(Upstream(name="spawn", continuable=True, inherits_parent_context=False,
                                   capabilities=Capabilities(outputSchema=True, depthLimit=True, toolFilter=True,

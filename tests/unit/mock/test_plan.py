@@ -16,8 +16,8 @@ from dsh_sidecar.python_core.mock.plan import (
     EmitToolCalls,
     MockPlan,
     ObservedResult,
+    PlannedCall,
     Stop,
-    ToolCall,
     auxiliary_answer,
 )
 from dsh_sidecar.python_core.mock.script import Script, validate_script
@@ -67,14 +67,14 @@ def test_each_executable_step_is_one_response_of_complete_calls(make_plan: Any) 
     plan = make_plan(A, {"parallel": [B, C]})
     first = plan.next_response([])
     assert first == EmitToolCalls(
-        wait_ms=0, calls=(ToolCall(call_id="mock-t1-1-0", name="a", arguments_json='{"n":1}'),)
+        wait_ms=0, calls=(PlannedCall(call_id="mock-t1-1-0", name="a", arguments_json='{"n":1}'),)
     )
     second = plan.next_response(ok(first))
     assert second == EmitToolCalls(
         wait_ms=100,
         calls=(
-            ToolCall(call_id="mock-t1-2-0", name="b", arguments_json="{}"),
-            ToolCall(call_id="mock-t1-2-1", name="c", arguments_json="{}"),
+            PlannedCall(call_id="mock-t1-2-0", name="b", arguments_json="{}"),
+            PlannedCall(call_id="mock-t1-2-1", name="c", arguments_json="{}"),
         ),
     )
     final = plan.next_response(ok(second))

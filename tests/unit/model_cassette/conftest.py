@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from dsh_sidecar.python_core.model_cassette import ModelCassette, ModelCassetteConfig
+from dsh_sidecar.python_core.model_cassette import ModelCassetteConfig, ModelCassetteEngine
 
 # Appears in every factory prompt and answer; privacy tests grep CLI output for it.
 SECRET = "hunter2-s3cret"
@@ -64,7 +64,7 @@ def config(path: Path, mode: str = "record", **kw: Any) -> ModelCassetteConfig:
 
 def record(path: Path, calls: Sequence[tuple[dict[str, Any], bytes]], **kw: Any) -> Path:
     """Record ``calls`` (request, chunks) in order and publish."""
-    cassette = ModelCassette.open(config(path, **kw), cwd=CWD, host_version="0.1.0-rc.8")
+    cassette = ModelCassetteEngine.open(config(path, **kw), cwd=CWD, host_version="0.1.0-rc.8")
     for req, chunks in calls:
         decision = cassette.admit(req)
         handle = msgspec.structs.asdict(decision)["handle"]

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.python_core.errors import ProtocolError, SidecarError
-from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Pass, Serve, verify_file
+from dsh_sidecar.python_core.model_cassette import Forward, ModelCassetteEngine, Pass, Serve, verify_file
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCassetteExists,
     ModelCassetteMismatch,
@@ -23,8 +23,8 @@ from dsh_sidecar.python_core.model_cassette.errors import (
 )
 
 
-def _replay(kit: Any, path: Path, **kw: object) -> ModelCassette:
-    return ModelCassette.open(kit.config(path, "replay", **kw), cwd=kit.CWD, host_version="0.1.0-rc.8")
+def _replay(kit: Any, path: Path, **kw: object) -> ModelCassetteEngine:
+    return ModelCassetteEngine.open(kit.config(path, "replay", **kw), cwd=kit.CWD, host_version="0.1.0-rc.8")
 
 
 def test_replay_serves_each_call_at_its_lane_position(kit: Any, make_cassette: Callable[..., Path]) -> None:
@@ -91,12 +91,12 @@ def test_record_refuses_an_existing_cassette(kit: Any, make_cassette: Callable[.
     path = make_cassette()
 
     with pytest.raises(ModelCassetteExists):
-        ModelCassette.open(kit.config(path), cwd=kit.CWD, host_version="x")
+        ModelCassetteEngine.open(kit.config(path), cwd=kit.CWD, host_version="x")
 
 
 def test_an_unfinished_call_keeps_the_partial_and_publishes_nothing(kit: Any, tmp_path: Path) -> None:
     path = tmp_path / "m.ndjson"
-    cassette = ModelCassette.open(kit.config(path), cwd=kit.CWD, host_version="x")
+    cassette = ModelCassetteEngine.open(kit.config(path), cwd=kit.CWD, host_version="x")
     first = cassette.admit(kit.request())
     assert isinstance(first, Forward)
     cassette.recorded(first.handle, msgspec.Raw(kit.tool_chunks()), [0.0, 1.0, 2.0], complete=True)
@@ -111,7 +111,7 @@ def test_an_unfinished_call_keeps_the_partial_and_publishes_nothing(kit: Any, tm
 
 
 def test_a_call_still_streaming_at_shutdown_is_incomplete(kit: Any, tmp_path: Path) -> None:
-    cassette = ModelCassette.open(kit.config(tmp_path / "m.ndjson"), cwd=kit.CWD, host_version="x")
+    cassette = ModelCassetteEngine.open(kit.config(tmp_path / "m.ndjson"), cwd=kit.CWD, host_version="x")
     cassette.admit(kit.request())
 
     assert "was still streaming at shutdown" in str(cassette.close().errors[0])
@@ -126,7 +126,7 @@ def test_record_keeps_the_view_only_when_asked(kit: Any, make_cassette: Callable
 
 
 def test_a_report_for_an_unknown_handle_is_a_protocol_error(kit: Any, tmp_path: Path) -> None:
-    cassette = ModelCassette.open(kit.config(tmp_path / "m.ndjson"), cwd=kit.CWD, host_version="x")
+    cassette = ModelCassetteEngine.open(kit.config(tmp_path / "m.ndjson"), cwd=kit.CWD, host_version="x")
 
     with pytest.raises(ProtocolError, match="handle 9, which is not an open recorded call"):
         cassette.recorded(9, msgspec.Raw(kit.text_chunks()), [0.0] * 5, complete=True)
@@ -150,7 +150,7 @@ def test_a_refused_model_recorded_keeps_the_recording_from_publishing(
 ) -> None:
     # Published without the refused call, the file would miss lane position 0: verify refuses it.
     path = tmp_path / "m.ndjson"
-    cassette = ModelCassette.open(kit.config(path), cwd=kit.CWD, host_version="x")
+    cassette = ModelCassetteEngine.open(kit.config(path), cwd=kit.CWD, host_version="x")
     first = cassette.admit(kit.request())
     assert isinstance(first, Forward)
     with pytest.raises(SidecarError) as refused:
@@ -182,7 +182,7 @@ def test_a_full_view_too_deep_for_a_frame_keeps_the_recording_from_publishing(ki
     for _ in range(251):
         deep_view = [deep_view]
     request = kit.request(extra=[{"id": "m-2", "role": "user", "source": {"kind": "user"}, "content": deep_view}])
-    cassette = ModelCassette.open(kit.config(tmp_path / "m.ndjson", requestView="full"), cwd=kit.CWD,
+    cassette = ModelCassetteEngine.open(kit.config(tmp_path / "m.ndjson", requestView="full"), cwd=kit.CWD,
                                   host_version="x")
     decision = cassette.admit(request)  # the view itself nests 256 levels: within the limit
     assert isinstance(decision, Forward)

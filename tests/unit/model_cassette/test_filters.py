@@ -12,7 +12,7 @@ import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
 from dsh_sidecar.python_core.filters import PLACEHOLDER, parse_filters
-from dsh_sidecar.python_core.model_cassette import ModelCassette, Serve
+from dsh_sidecar.python_core.model_cassette import ModelCassetteEngine, Serve
 from dsh_sidecar.python_core.model_cassette.config import parse_config
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteMismatch, ModelRulesDiffer
 from dsh_sidecar.python_core.model_cassette.store import load, verify_file
@@ -27,7 +27,7 @@ def _filtered(kit: Any, path: Path, mode: str = "record", rules: Any = RULES, **
 
 
 def _record(kit: Any, path: Path, *requests: dict[str, Any]) -> Path:
-    cassette = ModelCassette.open(_filtered(kit, path), cwd=kit.CWD, host_version="0.1.0-rc.8")
+    cassette = ModelCassetteEngine.open(_filtered(kit, path), cwd=kit.CWD, host_version="0.1.0-rc.8")
     for request in requests:
         decision = cassette.admit(request)
         chunks = kit.text_chunks("sunny")
@@ -52,15 +52,15 @@ def test_the_secret_never_reaches_the_view_and_the_same_request_replays(kit: Any
     assert '"maxTokens":256000' in text  # option names are never filtered, only their values
     assert verify_file(str(path)).error is None
     assert load(str(path)).header.filters is not None
-    replay = ModelCassette.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
+    replay = ModelCassetteEngine.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
     assert isinstance(replay.admit(request), Serve)
 
 
 def test_requests_differing_only_in_a_filtered_value_are_the_same_request(kit: Any, tmp_path: Path) -> None:
     path = _record(kit, tmp_path / "m.ndjson", kit.request(text="weather in Paris hunter2-aaaa"))
-    replay = ModelCassette.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
+    replay = ModelCassetteEngine.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
     assert isinstance(replay.admit(kit.request(text="weather in Paris hunter2-bbbb")), Serve)
-    other = ModelCassette.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
+    other = ModelCassetteEngine.open(_filtered(kit, path, "replay"), cwd=kit.CWD, host_version="0.1.0-rc.8")
     with pytest.raises(ModelCassetteMismatch):
         other.admit(kit.request(text="weather in Rome hunter2-aaaa"))
 
@@ -68,12 +68,12 @@ def test_requests_differing_only_in_a_filtered_value_are_the_same_request(kit: A
 def test_a_replay_with_other_filters_is_refused_by_name(kit: Any, tmp_path: Path) -> None:
     path = _record(kit, tmp_path / "m.ndjson", kit.request())
     with pytest.raises(ModelRulesDiffer) as caught:
-        ModelCassette.open(_filtered(kit, path, "replay", rules=["credentials"]), cwd=kit.CWD,
+        ModelCassetteEngine.open(_filtered(kit, path, "replay", rules=["credentials"]), cwd=kit.CWD,
                            host_version="0.1.0-rc.8")
     assert str(caught.value) == ("MODEL_CASSETTE_RULES_DIFFER: modelCassette.filters differs from the filters "
                                  "recorded in m.ndjson")
     with pytest.raises(ModelRulesDiffer):
-        ModelCassette.open(kit.config(path, "replay", requestView="full"), cwd=kit.CWD, host_version="0.1.0-rc.8")
+        ModelCassetteEngine.open(kit.config(path, "replay", requestView="full"), cwd=kit.CWD, host_version="0.1.0-rc.8")
 
 
 def test_a_cassette_recorded_without_filters_has_no_filters_member(make_cassette: Callable[..., Path]) -> None:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.python_core.cassette_io import Chain
-from dsh_sidecar.python_core.model_cassette import Forward, ModelCassette, Serve, load, verify_file
+from dsh_sidecar.python_core.model_cassette import Forward, ModelCassetteEngine, Serve, load, verify_file
 from dsh_sidecar.python_core.model_cassette.errors import (
     ModelCallLeftOut,
     ModelCassetteClosed,
@@ -23,22 +23,22 @@ from dsh_sidecar.python_core.model_cassette.format import HeaderFrame, decode_fr
 TITLE = {"purpose": "session-title", "tools": ()}
 
 
-def _open(kit: Any, path: Path, mode: str = "record") -> ModelCassette:
-    return ModelCassette.open(kit.config(path, mode), cwd=kit.CWD, host_version="0.1.0-rc.8")
+def _open(kit: Any, path: Path, mode: str = "record") -> ModelCassetteEngine:
+    return ModelCassetteEngine.open(kit.config(path, mode), cwd=kit.CWD, host_version="0.1.0-rc.8")
 
 
-def _forward(cassette: ModelCassette, request: dict[str, Any]) -> int:
+def _forward(cassette: ModelCassetteEngine, request: dict[str, Any]) -> int:
     decision = cassette.admit(request)
     assert isinstance(decision, Forward)
     return decision.handle
 
 
-def _finish(cassette: ModelCassette, handle: int, chunks: bytes) -> None:
+def _finish(cassette: ModelCassetteEngine, handle: int, chunks: bytes) -> None:
     n = len(json.loads(chunks))
     cassette.recorded(handle, msgspec.Raw(chunks), [float(i) for i in range(n)], complete=True)
 
 
-def _record_with_title_open(kit: Any, path: Path, *, aborted: bool) -> ModelCassette:
+def _record_with_title_open(kit: Any, path: Path, *, aborted: bool) -> ModelCassetteEngine:
     """A finished turn whose title call is still streaming (or was aborted) at shutdown."""
     cassette = _open(kit, path)
     title = _forward(cassette, kit.request(**TITLE))
@@ -179,7 +179,7 @@ def test_both_timings_serve_a_recorded_failure_as_recorded_with_or_without_a_ret
     assert bytes(instant.admit(kit.request()).chunks) == hinted  # type: ignore[union-attr]
     served = bytes(instant.admit(kit.request(text="two")).chunks)  # type: ignore[union-attr]
     assert served == bare
-    paced = ModelCassette.open(kit.config(path, "replay", timing="recorded"), cwd=kit.CWD, host_version="x")
+    paced = ModelCassetteEngine.open(kit.config(path, "replay", timing="recorded"), cwd=kit.CWD, host_version="x")
     paced.admit(kit.request())
     assert bytes(paced.admit(kit.request(text="two")).chunks) == bare  # type: ignore[union-attr]
 

@@ -15,7 +15,7 @@ from dsh_sidecar.python_core.subagent_cassette.config import parse_config
 from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     SettledRun,
-    SubagentCassette,
+    SubagentCassetteEngine,
     Upstream,
 )
 from dsh_sidecar.python_core.subagent_cassette.format import (
@@ -133,11 +133,11 @@ def make_outcome() -> Callable[..., SettledRun]:
 @pytest.fixture
 def open_cassette(
     clock: Clock, ids: Callable[[], str]
-) -> Iterator[Callable[..., SubagentCassette]]:
-    opened: list[SubagentCassette] = []
+) -> Iterator[Callable[..., SubagentCassetteEngine]]:
+    opened: list[SubagentCassetteEngine] = []
 
-    def factory(path: Path, mode: str = "record", **config: Any) -> SubagentCassette:
-        cassette = SubagentCassette.open(
+    def factory(path: Path, mode: str = "record", **config: Any) -> SubagentCassetteEngine:
+        cassette = SubagentCassetteEngine.open(
             parse_config({"mode": mode, "file": str(path), **config}),
             host_version=HOST,
             clock=clock,
@@ -153,7 +153,7 @@ def open_cassette(
 
 @pytest.fixture
 def record_file(
-    open_cassette: Callable[..., SubagentCassette], tmp_path: Path
+    open_cassette: Callable[..., SubagentCassetteEngine], tmp_path: Path
 ) -> Callable[..., Path]:
     """Record ``calls`` (start, outcome) pairs sequentially into a new cassette."""
 

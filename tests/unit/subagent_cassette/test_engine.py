@@ -15,7 +15,7 @@ from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     Miss,
     Replay,
-    SubagentCassette,
+    SubagentCassetteEngine,
     Upstream,
 )
 from dsh_sidecar.python_core.subagent_cassette.errors import (
@@ -34,10 +34,10 @@ from dsh_sidecar.python_core.subagent_cassette.store import load
 
 from .conftest import BODY, PROMPT, SECRET, UPSTREAM
 
-Open = Callable[..., SubagentCassette]
+Open = Callable[..., SubagentCassetteEngine]
 
 
-def _forward(cassette: SubagentCassette, start: Any) -> Forward:
+def _forward(cassette: SubagentCassetteEngine, start: Any) -> Forward:
     decision = cassette.on_start(start)
     assert isinstance(decision, Forward)
     return decision
@@ -401,7 +401,7 @@ def test_invalid_outcome_leaves_the_run_in_flight(
 def test_start_before_upstream_facts_is_illegal(
     tmp_path: Path, clock: Any, make_start: Any
 ) -> None:
-    cassette = SubagentCassette.open(
+    cassette = SubagentCassetteEngine.open(
         parse_config({"mode": "record", "file": str(tmp_path / "x.jsonl")}),
         host_version="0.1.0-rc.8",
         clock=clock,
@@ -444,7 +444,7 @@ def test_other_upstream_name_is_invalid_config(tmp_path: Path, open_cassette: Op
 
 def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cassette: Open) -> None:
     path = record_file()
-    cassette = SubagentCassette.open(
+    cassette = SubagentCassetteEngine.open(
         parse_config({"mode": "record", "file": str(path), "writeMode": "append"}),
         host_version="0.1.0-rc.8",
         clock=lambda: 0.0,
@@ -462,7 +462,7 @@ def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cass
 
 def test_replay_refuses_another_host_version(record_file: Any, clock: Any) -> None:
     with pytest.raises(TargetMismatch, match=r"this host runs 0\.1\.0-rc\.8"):
-        SubagentCassette.open(
+        SubagentCassetteEngine.open(
             parse_config({"mode": "replay", "file": "x"}), host_version="0.1.0-rc.7", clock=clock
         )
 
@@ -477,7 +477,7 @@ def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(
 ) -> None:
     path = tmp_path / "d.cassette.jsonl"
     config = parse_config({"mode": "record", "file": str(path)})
-    cassette = SubagentCassette.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
+    cassette = SubagentCassetteEngine.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
     cassette.on_upstream(UPSTREAM)
     decision = _forward(cassette, make_start())
     header = cassette.take_writes()
@@ -495,7 +495,7 @@ def test_deferred_a_lost_line_is_the_first_error_at_close(
     tmp_path: Path, clock: Any, ids: Any, make_start: Any, make_outcome: Any
 ) -> None:
     config = parse_config({"mode": "record", "file": str(tmp_path / "d.cassette.jsonl")})
-    cassette = SubagentCassette.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
+    cassette = SubagentCassetteEngine.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
     cassette.on_upstream(UPSTREAM)
     decision = _forward(cassette, make_start())
     cassette.on_outcome(decision.handle, make_outcome())

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SubagentCassette
+from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SubagentCassetteEngine
 from dsh_sidecar.python_core.subagent_cassette.errors import (
     AppendIncompatible,
     CassetteExists,
@@ -17,10 +17,10 @@ from dsh_sidecar.python_core.subagent_cassette.errors import (
 )
 from dsh_sidecar.python_core.subagent_cassette.store import CassetteWriter, load
 
-Open = Callable[..., SubagentCassette]
+Open = Callable[..., SubagentCassetteEngine]
 
 
-def _record_one(cassette: SubagentCassette, start: Any, outcome: Any) -> None:
+def _record_one(cassette: SubagentCassetteEngine, start: Any, outcome: Any) -> None:
     decision = cassette.on_start(start)
     assert isinstance(decision, Forward)
     cassette.on_outcome(decision.handle, outcome)
