@@ -15,7 +15,7 @@ from typing import Final
 
 from msgspec import UNSET
 
-from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.tool_cassette.engine import HostToolResult
 
 __all__ = ["CODE", "RecordedFailures"]
 
@@ -33,7 +33,7 @@ class RecordedFailures:
         self.failed: list[str] = []
         """One ``tool at path with runtime code X`` per failed call written, in order."""
 
-    def captured(self, handle: str, tool: str, path: str, result: ToolResult) -> None:
+    def captured(self, handle: str, tool: str, path: str, result: HostToolResult) -> None:
         """A selected call's outcome was captured for the recording (the one replays serve)."""
         if not result.isError:
             return

@@ -44,6 +44,7 @@ from dsh_sidecar.python_core.tool_cassette.divergence import DivergenceWatch, St
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
+    HostToolResult,
     Passthrough,
     PostEvent,
     RecordSession,
@@ -52,7 +53,6 @@ from dsh_sidecar.python_core.tool_cassette.engine import (
     ResultEvent,
     Serve,
     ToolCassetteSession,
-    ToolResult,
 )
 from dsh_sidecar.python_core.tool_cassette.errors import UnmatchedPattern
 from dsh_sidecar.python_core.tool_cassette.format import OBSERVED_VERSION
@@ -414,7 +414,7 @@ def _no_answer(_failure: SidecarError | None) -> None:
     return None
 
 
-def _code(result: ToolResult) -> str | None:
+def _code(result: HostToolResult) -> str | None:
     """``error.info.code`` of a failed host result."""
     if not result.isError or result.error is UNSET or result.error.info is UNSET:
         return None

@@ -19,7 +19,7 @@ from dsh_sidecar.python_core.mock.plan import MockStatus
 from dsh_sidecar.python_core.model_cassette.initiator import InitiatorFacts
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, FullRequest, Outcome, RecordedError, Timing
 from dsh_sidecar.python_core.subagent_cassette.host import ParentFacts
-from dsh_sidecar.python_core.tool_cassette.engine import ToolContract, ToolResult
+from dsh_sidecar.python_core.tool_cassette.engine import HostToolResult, ToolContract
 from dsh_sidecar.python_core.tool_cassette.host_state import HostCapture
 
 __all__ = [
@@ -215,7 +215,7 @@ class PostExecuteParams(_Closed):
     handle: str
     path: str | None
     tool: str
-    result: ToolResult
+    result: HostToolResult
     # What DSH tracked while the real body ran (file observations, session events appended).
     host: HostCapture | None = None
     # The tool's definition as registered (asked for by ``describe``; null: none is registered).
@@ -265,7 +265,7 @@ class ResultParams(_Closed):
     path: str | None
     tool: str
     callId: str
-    result: ToolResult
+    result: HostToolResult
     sessionId: str | None = None
 
 

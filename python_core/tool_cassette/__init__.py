@@ -4,19 +4,20 @@ from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig, par
 from dsh_sidecar.python_core.tool_cassette.engine import (
     CloseReport,
     ExecuteEvent,
+    HostToolResult,
     Passthrough,
     PostEvent,
     Refuse,
     ResultEvent,
     Serve,
     ToolCassetteSession,
-    ToolResult,
 )
 from dsh_sidecar.python_core.tool_cassette.store import VerifyReport, load, verify_file
 
 __all__ = [
     "CloseReport",
     "ExecuteEvent",
+    "HostToolResult",
     "Passthrough",
     "PostEvent",
     "Refuse",
@@ -24,7 +25,6 @@ __all__ = [
     "Serve",
     "ToolCassetteConfig",
     "ToolCassetteSession",
-    "ToolResult",
     "VerifyReport",
     "load",
     "parse_config",

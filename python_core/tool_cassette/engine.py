@@ -89,6 +89,7 @@ __all__ = [
     "CloseReport",
     "Event",
     "ExecuteEvent",
+    "HostToolResult",
     "Passthrough",
     "PostEvent",
     "RecordSession",
@@ -98,11 +99,10 @@ __all__ = [
     "Serve",
     "ToolCassetteSession",
     "ToolContract",
-    "ToolResult",
 ]
 
 
-class ToolResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class HostToolResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """The host's ``ToolExecutionResult`` as JSON; payloads stay ``Raw``: the bytes Node sent,
     in the host's key order, which a recording keeps and a replay serves."""
 
@@ -147,7 +147,7 @@ class PostEvent(msgspec.Struct, frozen=True):
     handle: str
     path: str
     tool: str
-    result: ToolResult
+    result: HostToolResult
     host: HostState | None = None
     definition: ToolContract | None = None
 
@@ -158,7 +158,7 @@ class ResultEvent(msgspec.Struct, frozen=True):
     handle: str
     path: str
     tool: str
-    result: ToolResult
+    result: HostToolResult
 
 
 class Passthrough(msgspec.Struct, frozen=True):
@@ -304,7 +304,7 @@ _OUTCOME_REPLACED = "tools/post-execute saw another outcome than the one served"
 _SERVED_WITHOUT_RESULT = "served, but never reached tools/result"
 
 
-def _is_abort(result: ToolResult, codes: frozenset[str] = _ABORT_CODES) -> bool:
+def _is_abort(result: HostToolResult, codes: frozenset[str] = _ABORT_CODES) -> bool:
     if not result.isError or result.error is UNSET or result.error.info is UNSET:
         return False
     return result.error.info.name == "AbortError" and result.error.info.code in codes
@@ -324,7 +324,7 @@ class _Call:
         self.record: RecordedCall | None = None
 
 
-def capture_outcome(result: ToolResult, ordinal: int) -> ResultFrame:
+def capture_outcome(result: HostToolResult, ordinal: int) -> ResultFrame:
     """Build the unchained ``call/result`` frame for ``result`` (post-execute input).
 
     The payloads are kept as the host serialized them (format version 4), once each is known to

@@ -21,7 +21,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     SeenResult,
 )
 from dsh_sidecar.python_core.mock.config import MockConfig
-from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.tool_cassette.engine import HostToolResult
 
 REAL = Route(provider="deepseek-official", model="deepseek-v4-flash")
 
@@ -113,7 +113,7 @@ async def test_tools_result_outcomes_are_judged_only_in_their_own_session() -> N
     for session, code in (("s1", "UNKNOWN_TOOL"), ("s2", "TOOL_EXECUTION_FAILED")):
         error = {"message": "failed", "info": {"name": "HarnessError", "code": code}}
         failed = msgspec.json.decode(msgspec.json.encode({"isError": True, "content": [], "error": error}),
-                                     type=ToolResult)
+                                     type=HostToolResult)
         hooks.result(
             ResultParams(handle="h", path="root/0", tool="nope", callId=one.id, result=failed, sessionId=session)
         )
@@ -165,7 +165,7 @@ def test_a_replayed_script_calling_a_configured_nested_tool_is_refused(tmp_path:
 def test_ordinary_tool_results_with_the_mock_enabled_and_unused_leave_memory_flat() -> None:
     d = driver()
     hooks = ToolHooks.open(None, Trace(None), d)
-    result = ToolResult(isError=False, content=msgspec.Raw(b'[{"type":"text","text":"ok"}]'))
+    result = HostToolResult(isError=False, content=msgspec.Raw(b'[{"type":"text","text":"ok"}]'))
 
     def burst(start: int) -> None:
         for i in range(start, start + 50_000):

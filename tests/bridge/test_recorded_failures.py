@@ -6,15 +6,15 @@ import msgspec
 from msgspec import UNSET
 
 from dsh_sidecar.bridge.hooks.recorded_failures import RecordedFailures
-from dsh_sidecar.python_core.tool_cassette.engine import ToolResult
+from dsh_sidecar.python_core.tool_cassette.engine import HostToolResult
 from dsh_sidecar.python_core.tool_cassette.format import ToolErrorInfo, ToolFailure
 
-OK = ToolResult(isError=False, content=msgspec.Raw(b"[]"))
+OK = HostToolResult(isError=False, content=msgspec.Raw(b"[]"))
 
 
-def _failed(code: str | None = None) -> ToolResult:
+def _failed(code: str | None = None) -> HostToolResult:
     info = UNSET if code is None else ToolErrorInfo(name="HarnessError", code=code)
-    return ToolResult(isError=True, content=msgspec.Raw(b"[]"),
+    return HostToolResult(isError=True, content=msgspec.Raw(b"[]"),
                       error=ToolFailure(message="secret-token-in-message", info=info))
 
 

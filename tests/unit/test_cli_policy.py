@@ -27,7 +27,13 @@ from dsh_sidecar.python_core.subagent_cassette.config import parse_config as par
 from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassetteEngine, Upstream
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
 from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest
-from dsh_sidecar.python_core.tool_cassette import ExecuteEvent, PostEvent, ResultEvent, ToolCassetteSession, ToolResult
+from dsh_sidecar.python_core.tool_cassette import (
+    ExecuteEvent,
+    HostToolResult,
+    PostEvent,
+    ResultEvent,
+    ToolCassetteSession,
+)
 from dsh_sidecar.python_core.tool_cassette import parse_config as parse_tool_config
 from dsh_sidecar.python_core.tool_cassette.cli import main as tool
 
@@ -98,7 +104,7 @@ def _mock_script(path: Path) -> None:
 def _tool_cassette(path: Path) -> None:
     config = parse_tool_config({"mode": "record", "file": path.name, "include": ["a"]}, cwd=str(path.parent))
     session = ToolCassetteSession.open(config)
-    outcome = ToolResult(isError=False, content=msgspec.Raw(b"[]"), value=msgspec.Raw(b"1"))
+    outcome = HostToolResult(isError=False, content=msgspec.Raw(b"[]"), value=msgspec.Raw(b"1"))
     session.on_execute(ExecuteEvent("h", "root/0", "a", b"{}"))
     session.on_post_execute(PostEvent("h", "root/0", "a", outcome))
     session.on_result(ResultEvent("h", "root/0", "a", outcome))

@@ -10,11 +10,11 @@ import pytest
 
 from dsh_sidecar.python_core.tool_cassette import (
     ExecuteEvent,
+    HostToolResult,
     PostEvent,
     ResultEvent,
     ToolCassetteConfig,
     ToolCassetteSession,
-    ToolResult,
     parse_config,
 )
 from dsh_sidecar.python_core.tool_cassette.engine import RecordSession, ToolContract
@@ -28,8 +28,8 @@ class Outcomes:
     """Host ``ToolExecutionResult`` builders."""
 
     @staticmethod
-    def ok(value: bytes = b'{"temp":21.5}', contexts: Sequence[object] = ()) -> ToolResult:
-        return ToolResult(
+    def ok(value: bytes = b'{"temp":21.5}', contexts: Sequence[object] = ()) -> HostToolResult:
+        return HostToolResult(
             isError=False,
             content=msgspec.Raw(b'[{"type":"text","text":"rendered"}]'),
             value=msgspec.Raw(value),
@@ -37,18 +37,18 @@ class Outcomes:
         )
 
     @staticmethod
-    def fail(message: str = "disk on fire", code: str | None = "E_FIRE") -> ToolResult:
+    def fail(message: str = "disk on fire", code: str | None = "E_FIRE") -> HostToolResult:
         info = msgspec.UNSET if code is None else ToolErrorInfo(name="HarnessError", code=code)
-        return ToolResult(
+        return HostToolResult(
             isError=True,
             content=msgspec.Raw(msgspec.json.encode([{"type": "text", "text": f"Error: {message}"}])),
             error=ToolFailure(message=message, info=info),
         )
 
     @staticmethod
-    def abort(code: str = "ABORTED") -> ToolResult:
+    def abort(code: str = "ABORTED") -> HostToolResult:
         message = "tool call aborted" if code == "ABORTED" else "tool call aborted before dispatch"
-        return ToolResult(
+        return HostToolResult(
             isError=True,
             content=msgspec.Raw(msgspec.json.encode([{"type": "text", "text": f"Error: {message}"}])),
             error=ToolFailure(message=message, info=ToolErrorInfo(name="AbortError", code=code)),
@@ -61,7 +61,7 @@ class Call(msgspec.Struct, frozen=True):
     tool: str = "weather_lookup"
     path: str = "root/0"
     args: bytes = b'{"city":"' + SECRET.encode() + b'","unit":"c"}'
-    outcome: ToolResult = Outcomes.ok(b'{"note":"' + SECRET.encode() + b'","temp":21.5}')
+    outcome: HostToolResult = Outcomes.ok(b'{"note":"' + SECRET.encode() + b'","temp":21.5}')
 
 
 DEFAULT_CALLS = (
