@@ -10,13 +10,17 @@ sidecar row the API would never write (an unknown key, the engine's own record m
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dshrun import DSH, DSH_HOME, Dsh
 from test_readme import Session
+
+from dsh_sidecar.bridge.api.warm_pool import WarmPool
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -51,3 +55,18 @@ def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     work = tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2].removeprefix("test_")) / "project"
     work.mkdir()
     return Session(work, request.module.RUN)
+
+
+@pytest.fixture
+def pool() -> Iterator[WarmPool]:
+    """A warm pool of this test's own, closed after it."""
+    with WarmPool() as warm:
+        yield warm
+
+
+@pytest.fixture
+def store() -> Iterator[str]:
+    """A store name of this test's own under the checkout's shared DSH home, removed after it."""
+    name = f"test-store-{secrets.token_hex(4)}"
+    yield name
+    shutil.rmtree(DSH_HOME / name, ignore_errors=True)

@@ -9,9 +9,6 @@ store deleted, replayed: the replayed save writes nothing, so what runs live see
 
 from __future__ import annotations
 
-import secrets
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,21 +71,6 @@ SAVE_THEN_LIST = {"type": "dsh-mock-script", "version": 1, "steps": [
 LIST_THEN_SAVE = {"type": "dsh-mock-script", "version": 1, "steps": [
     {"tool": "memo_list", "args": {}}, {"tool": "memo_save", "args": {"text": "buy milk"}}]}
 WARNING = "dsh-sidecar: warning: REPLAY_DIVERGED: "
-
-
-@pytest.fixture
-def store() -> Iterator[str]:
-    """A store name of this test's own under the checkout's shared DSH home, removed after it."""
-    name = f"test-memos-{secrets.token_hex(4)}"
-    yield name
-    shutil.rmtree(DSH_HOME / name, ignore_errors=True)
-
-
-@pytest.fixture
-def pool() -> Iterator[WarmPool]:
-    warm = WarmPool()
-    yield warm
-    warm.close()
 
 
 def _row(tmp_path: Path, store: str, **config: Any) -> Row:

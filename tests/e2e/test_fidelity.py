@@ -13,7 +13,6 @@ sorted: the next model request differed and the replay failed ``MODEL_CASSETTE_M
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +66,6 @@ SCRIPT: dict[str, Any] = {
 }
 TOOLS = ToolCassette(file="tools.ndjson", include=["json_goal", "json_refuse"])
 MODEL = ModelCassette(file="model.ndjson")
-
-
-@pytest.fixture
-def pool() -> Iterator[WarmPool]:
-    warm = WarmPool()
-    yield warm
-    warm.close()
 
 
 def _rows(tmp_path: Path) -> list[Row]:

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,21 +23,6 @@ pytestmark = pytest.mark.e2e
 
 CAT = "/mock run cat_input({})"
 GET = "/mock run state_get({})"
-
-
-@pytest.fixture
-def store() -> Iterator[str]:
-    """A store name of this test's own under the checkout's shared DSH home, removed after it."""
-    name = f"test-store-{secrets.token_hex(4)}"
-    yield name
-    shutil.rmtree(DSH_HOME / name, ignore_errors=True)
-
-
-@pytest.fixture
-def pool() -> Iterator[WarmPool]:
-    warm = WarmPool()
-    yield warm
-    warm.close()
 
 
 def _recorded_outputs(cassette: Path) -> list[str]:

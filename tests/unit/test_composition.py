@@ -8,8 +8,8 @@ ROWS = [
     PluginRow("cordis:include", True),
     PluginRow("@deepseek-ai/dsh-tool-fs", True, "@deepseek-ai/dsh-tool-fs", "0.1.0-rc.8"),
     PluginRow("@deepseek-ai/dsh-tool-pwsh", False, "@deepseek-ai/dsh-tool-pwsh", "0.1.0-rc.8"),
-    PluginRow("file:///home/someone/plugins/mask/index.js", True, "dsh-mask-plugin", "1.2.0"),
-    PluginRow("file:///home/someone/plugins/loose.js", True),
+    PluginRow("file:///opt/someone/plugins/mask/index.js", True, "dsh-mask-plugin", "1.2.0"),
+    PluginRow("file:///opt/someone/plugins/loose.js", True),
 ]
 
 
