@@ -199,7 +199,7 @@ export async function apply(ctx, config) {
   if (rpc === undefined || reply === undefined) return
   const live = rpc
   const hooks = new Set(reply.hooks)
-  if (hooks.has('tools')) installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry, reply.warm)
+  const standUp = hooks.has('tools') ? installToolHooks(ctx, live, reply.askExecute !== false, reply.standIns, reply.registry, reply.warm) : undefined
   if (hooks.has('llm')) installMockRoute(ctx, live)
   if (hooks.has('model')) installModelCassette(ctx, live)
   if (hooks.has('steps')) installStepWatch(ctx, live)
@@ -219,5 +219,5 @@ export async function apply(ctx, config) {
   if (hooks.has('subagent') && setup !== undefined) {
     ctx.inject(['subagents'], (sctx) => installSubagentProvider(sctx, live, setup))
   }
-  if (hooks.has('warm')) runWarmHost(ctx, live)
+  if (hooks.has('warm')) runWarmHost(ctx, live, standUp)
 }

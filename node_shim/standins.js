@@ -15,6 +15,7 @@ import { messageOf } from './rpc.js'
  * @typedef {import('./types').ToolContract} ToolContract
  * @typedef {import('@deepseek-ai/dsh-tools').ToolDefinition} ToolDefinition
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionResult} ToolExecutionResult
+ * @typedef {(agentCtx: Context, sessionId: string, standIns: StandIn[]) => () => void} StandUp
  */
 
 /** A stand-in's body: never reached while the cassette serves or refuses every call. */
@@ -43,7 +44,8 @@ export function contractOf(tool) {
  * stand-ins. A stand-in renders what the real renderer produced for the served value (sent
  * with it); its body never runs, since the cassette serves or refuses every call of a selected tool.
  * A warm host (`warm`) reports the registry once the loader has activated every plugin, before
- * its first session, and stands nothing up (a stand-in would serve every session).
+ * its first session, and stands nothing up process-wide: each session's stand-ins are registered
+ * on that session's agent only (`standUp`).
  * @param {Context} ctx @param {Rpc} rpc @param {StandIn[]} standIns
  * @param {'none' | 'names' | 'contracts'} registry @param {boolean} [warm]
  */
@@ -54,6 +56,8 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
   const byValue = new Map()
   /** @type {Set<string>} */
   const stood = new Set()
+  /** a warm host's stand-ins, by the session whose agent alone registered them @type {Map<string, Set<string>>} */
+  const scoped = new Map()
   /** @param {unknown} args */
   const rendered = (args) => (typeof args === 'object' && args !== null ? byArgs.get(args) : byValue.get(args))
   if (warm) {
@@ -85,10 +89,33 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
   return {
     /** @param {ToolCall} exec @param {Readonly<ToolExecutionResult>} result */
     served(exec, result) {
-      if (!stood.has(exec.name) || result.isError) return
+      const mine = stood.has(exec.name) || (exec.agent !== undefined && scoped.get(String(exec.agent.id))?.has(exec.name))
+      if (!mine || result.isError) return
       const args = exec.arguments
       if (typeof args === 'object' && args !== null) byArgs.set(args, result)
       else byValue.set(args, result)
+    },
+    /**
+     * A warm session's stand-ins, registered through its agent's own context while the agent is
+     * set up (before it is published or any prompt is assembled): rc.8 keeps them in that agent's
+     * scope, so no other session sees them, and unregisters them when the agent is disposed. A
+     * registration the registry refuses fails the session's creation, naming the tool.
+     * @param {Context} agentCtx @param {string} sessionId @param {StandIn[]} standIns
+     * @returns {() => void} forgets the session's stand-ins (once its agent is disposed)
+     */
+    standUp(agentCtx, sessionId, standIns) {
+      /** @type {Set<string>} */
+      const names = new Set()
+      scoped.set(sessionId, names)
+      for (const contract of standIns) {
+        try {
+          agentCtx.tools.register(standIn(contract, rendered))
+        } catch (error) {
+          throw new Error(`CASSETTE_STANDIN: tool ${contract.name} could not be stood up for this session (${messageOf(error)})`)
+        }
+        names.add(contract.name)
+      }
+      return () => { scoped.delete(sessionId) }
     },
   }
 }

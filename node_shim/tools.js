@@ -15,6 +15,7 @@ import { contractOf, installRegistry } from './standins.js'
  * @typedef {import('./types').HostCapture} HostCapture
  * @typedef {import('./types').HostRestore} HostRestore
  * @typedef {import('./types').StandIn} StandIn
+ * @typedef {import('./standins.js').StandUp} StandUp
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecution} ToolExecution
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionToken} ToolExecutionToken
  * @typedef {import('@deepseek-ai/dsh-tools').ToolExecutionFailure} ToolExecutionFailure
@@ -43,6 +44,7 @@ class SidecarError extends HarnessError {}
  * `installRegistry`; `warm`: a warm host reports the registry once its plugins are loaded.
  * @param {Context} ctx @param {Rpc} rpc @param {boolean} [ask] @param {StandIn[]} [standIns]
  * @param {'none' | 'names' | 'contracts'} [registry] @param {boolean} [warm]
+ * @returns {StandUp} registers a warm session's stand-ins on its own agent
  */
 export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry = 'none', warm = false) {
   /** a call's path and how many children it has numbered so far @typedef {{ path: string, children: number }} CallNode */
@@ -152,6 +154,7 @@ export function installToolHooks(ctx, rpc, ask = true, standIns = [], registry =
       sessionId: exec.agent === undefined ? null : String(exec.agent.id),
     })
   })
+  return standing.standUp
 }
 
 /**

@@ -49,6 +49,8 @@ export interface WarmJob {
   sessionId?: string
   cwd?: string
   task?: string
+  /** recorded tools to register on this session's agent only (no plugin registered them) */
+  standIns?: StandIn[]
   processCwd?: string
   stop?: boolean
 }

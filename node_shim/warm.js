@@ -15,6 +15,8 @@ import { SidecarUnavailable, messageOf } from './rpc.js'
  * @typedef {import('./rpc.js').Rpc} Rpc
  * @typedef {import('./types').Context} Context
  * @typedef {import('./types').WarmDone} WarmDone
+ * @typedef {import('./types').StandIn} StandIn
+ * @typedef {import('./standins.js').StandUp} StandUp
  * @typedef {import('@deepseek-ai/dsh-session').SessionEvent} SessionEvent
  */
 
@@ -43,12 +45,16 @@ function summarize(events, firstSeq, sessionId) {
 
 /**
  * One session, start to flush; its end goes to Python whatever happened. The process's working
- * directory is the one Python names for it (`processCwd`), set before anything of it runs.
- * @param {Context} ctx @param {Rpc} rpc @param {{ sessionId: string, cwd: string, task: string, processCwd: string }} job
+ * directory is the one Python names for it (`processCwd`), set before anything of it runs; its
+ * stand-ins (`standIns`, chosen by Python) are registered on its own agent as it is set up.
+ * @param {Context} ctx @param {Rpc} rpc @param {StandUp | undefined} standUp
+ * @param {{ sessionId: string, cwd: string, task: string, processCwd: string, standIns: StandIn[] }} job
  */
-async function runSession(ctx, rpc, job) {
+async function runSession(ctx, rpc, standUp, job) {
   /** @type {WarmDone} */
   let done = { sessionId: job.sessionId, failure: '' }
+  /** @type {(() => void) | undefined} */
+  let forget
   try {
     if (job.processCwd !== '') process.chdir(job.processCwd)
     const selection = ctx.agentDefaultModel.currentSelection()
@@ -56,7 +62,10 @@ async function runSession(ctx, rpc, job) {
       sessionId: SessionId(job.sessionId),
       meta: { cwd: job.cwd },
       agentOptions: { provider: selection.provider, model: selection.model },
-      setup: (agentCtx) => { installModelSelection(agentCtx, { current: selection, assembled: undefined }) },
+      setup: (agentCtx) => {
+        installModelSelection(agentCtx, { current: selection, assembled: undefined })
+        if (job.standIns.length > 0 && standUp !== undefined) forget = standUp(agentCtx, job.sessionId, job.standIns)
+      },
     })
     const { agent } = handle
     try {
@@ -72,6 +81,7 @@ async function runSession(ctx, rpc, job) {
   } catch (error) {
     done = { ...done, failure: messageOf(error) }
   }
+  forget?.()
   await rpc.request('warm/done', done).catch((/** @type {unknown} */ error) => {
     // Python can no longer answer the run: the turn's error goes where rc.8's runner prints it.
     if (done.reason === 'error') process.stderr.write(`dsh: ${done.code}: ${done.message}\n`)
@@ -81,10 +91,10 @@ async function runSession(ctx, rpc, job) {
 
 /**
  * Ask for sessions until Python says stop, running each as it comes (they may overlap), then
- * request the process's exit.
- * @param {Context} ctx @param {Rpc} rpc
+ * request the process's exit. `standUp`: the tool hooks' way to stand a session's tools up.
+ * @param {Context} ctx @param {Rpc} rpc @param {StandUp} [standUp]
  */
-export function runWarmHost(ctx, rpc) {
+export function runWarmHost(ctx, rpc, standUp) {
   ctx.inject(['agents', 'agentDefaultModel', 'sessions'], async (wctx) => {
     const exit = wctx.get('appExit')
     // The host's own folder: the process's cwd whenever no session runs (a run's folder may go away).
@@ -97,7 +107,9 @@ export function runWarmHost(ctx, rpc) {
         const job = await rpc.request('warm/next', {})
         if (job.stop || job.sessionId === undefined) break
         // A dead sidecar fails warm/done too: the run API hears of it on its control socket.
-        const session = runSession(wctx, rpc, { sessionId: job.sessionId, cwd: job.cwd ?? '', task: job.task ?? '', processCwd: job.processCwd ?? '' })
+        const session = runSession(wctx, rpc, standUp, {
+          sessionId: job.sessionId, cwd: job.cwd ?? '', task: job.task ?? '', processCwd: job.processCwd ?? '', standIns: job.standIns ?? [],
+        })
           .catch(() => {}).finally(() => {
             running.delete(session)
             if (running.size === 0) process.chdir(home)

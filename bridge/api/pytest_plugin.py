@@ -29,6 +29,7 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from dsh_sidecar.bridge.api.run import FAULTS_LEFT_OUT, run
@@ -102,6 +103,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "default: none", type="linelist", default=[])
     parser.addini("dsh_patches", "extra --patch layers for every dsh run (paths relative to the rootdir)",
                   type="linelist", default=[])
+    parser.addini("dsh_rows", "profile rows for every dsh run (MCP servers, tool plugins every test uses): "
+                  "each line a JSON row {\"id\", \"name\", \"config\", \"insert\"} or a JSON file of a list "
+                  "of them (relative to the rootdir); a test's own rows= come after them", type="linelist", default=[])
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -166,6 +170,37 @@ def dsh_host(pytestconfig: pytest.Config) -> HostEnv:
     pytest.fail(f"{missing} (or run pytest with --dsh-setup)", pytrace=False)
 
 
+_INI_ROWS = pytest.StashKey[list[Row]]()
+_ROW_DECODER = msgspec.json.Decoder(Row)
+_ROWS_DECODER = msgspec.json.Decoder(list[Row])
+
+
+def _ini_rows(config: pytest.Config) -> list[Row]:
+    """The ini's ``dsh_rows``, read once per session: each line a JSON row or a JSON file of rows.
+
+    Raises:
+        pytest.UsageError: a line is neither (one line: which, why and the fix).
+    """
+    if _INI_ROWS in config.stash:
+        return config.stash[_INI_ROWS]
+    rows: list[Row] = []
+    for n, line in enumerate(config.getini("dsh_rows"), start=1):
+        try:
+            if line.lstrip().startswith("{"):
+                rows.append(_ROW_DECODER.decode(line))
+            else:
+                rows += _ROWS_DECODER.decode((config.rootpath / line).read_bytes())
+        except (msgspec.DecodeError, msgspec.ValidationError, OSError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise pytest.UsageError(
+                f"INVALID_CONFIG: ini dsh_rows line {n} ({line[:60]!r}): {why}; fix: write a JSON row "
+                '{"id": "mcp-notes", "name": "@deepseek-ai/dsh-mcp-client", "config": {...}, "insert": true} '
+                "on one line, or the path (relative to the rootdir) of a JSON file holding a list of them"
+            ) from None
+    config.stash[_INI_ROWS] = rows
+    return rows
+
+
 class DshRunner:
     """Runs headless DSH turns for one test, with per-test cassette paths."""
 
@@ -196,6 +231,7 @@ class DshRunner:
             "_", request.node.name
         )
         self.patches = [config.rootpath / p for p in config.getini("dsh_patches")]
+        self.rows = _ini_rows(config)
         self.skip_unused_rows = not (config.getoption("--dsh-all-rows") or config.getini("dsh_all_rows"))
         cold = config.getoption("--dsh-cold") or config.getini("dsh_cold") or marked.get("cold") is True
         self.warm: bool | WarmPool = False if cold or pool is None else pool
@@ -261,7 +297,7 @@ class DshRunner:
         try:
             result = run(
                 task, script=script, tool_cassette=tool_cassette, subagent_cassette=subagent_cassette,
-                model_cassette=model_cassette, record_mode=record_mode or self.record_mode, rows=rows,
+                model_cassette=model_cassette, record_mode=record_mode or self.record_mode, rows=[*self.rows, *rows],
                 patches=[*self.patches, *patches], host=self.host,
                 record_hint=f"record it: pytest {self.nodeid} --dsh-record-mode once",
                 config_hint="correct the `{key}` key of the dsh_config fixture or @pytest.mark.dsh(config={{...}})",

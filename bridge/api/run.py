@@ -150,8 +150,8 @@ def run(
             composes the whole profile.
         warm: run as a session of a warm host of the same composition (docs/warm-host.md):
             ``True`` this process's pool, or a ``WarmPool``; a run that cannot share a host
-            (a subagent cassette, the mock off, another profile than headless, a stand-in its
-            replay needs) runs in a process of its own, as with ``False``.
+            (a subagent cassette, the mock off, another profile than headless) runs in a process
+            of its own, as with ``False``; a replay's stand-ins are registered for its session only.
         strict_replay: a replay that diverged from its recording (``REPLAY_DIVERGED``: an unselected
             call returned another result, a model step saw another system prompt or tool list)
             fails the run (exit 1, the line in ``errors``) instead of printing a warning.

@@ -1,4 +1,5 @@
-"""Warm hosts for the run API: one long-lived headless DSH rc.8 process per composition.
+"""Warm hosts for the run API: one long-lived headless DSH rc.8 process per composition, a
+bounded number of them per pool (least recently used ended first).
 
 A composition is everything a DSH process is booted with (host, profile, rows, patches,
 environment); runs of the same composition share one process, each as a session of its own
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -29,7 +31,8 @@ from dsh_sidecar.bridge.host.staging import settle
 from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
 from dsh_sidecar.python_core.errors import SidecarError
 
-__all__ = ["HostBootFailed", "SettleHome", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key", "default_pool"]
+__all__ = ["HostBootFailed", "PoolStats", "SettleHome", "WarmBoot", "WarmOutcome", "WarmPool", "composition_key",
+           "default_pool"]
 
 # A boot takes about a second; a loaded 2-core machine has been seen at 6.
 _BOOT_TIMEOUT_S = 90.0
@@ -229,20 +232,47 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-class WarmPool:
-    """The warm hosts of this process: at most one, the composition of the latest run.
+class PoolStats(msgspec.Struct, frozen=True, kw_only=True):
+    """A pool's counts as values: hosts running now and their bound, hosts booted and ended to
+    make room so far, runs served as sessions and runs a host could not take (they ran cold),
+    and the resident memory of every running host's processes (DSH and its sidecar) now."""
 
-    Thread-safe: threads sharing a pool take turns, one run at a time (for runs in parallel,
-    give each thread a pool of its own, or use pytest-xdist workers).
+    hosts: int
+    max_hosts: int
+    boots: int
+    evictions: int
+    sessions: int
+    unsuited: int
+    rss_bytes: int
+
+
+class WarmPool:
+    """The warm hosts of this process: one per composition, at most ``max_hosts`` of them; a run
+    of another composition when the pool is full ends the least recently used host first.
+
+    A suite alternating two compositions keeps both hosts (the default bound is 2: each host is a
+    DSH process and a sidecar, about 190 MiB resident here, docs/warm-host.md). Thread-safe:
+    threads sharing a pool take turns, one run at a time (for runs in parallel, give each thread
+    a pool of its own, or use pytest-xdist workers).
+
+    Raises:
+        ValueError: ``max_hosts`` is below 1.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, max_hosts: int = 2) -> None:
+        if max_hosts < 1:
+            raise ValueError(f"WarmPool(max_hosts={max_hosts}): a pool holds at least one host")
+        self.max_hosts = max_hosts
         self._lock = threading.Lock()
-        self._host: _Host | None = None
+        # Least recently used first.
+        self._hosts: OrderedDict[str, _Host] = OrderedDict()
         # Compositions whose host did not start: their runs go cold at once, not after a failed boot each.
         self._unbootable: set[str] = set()
         self._next_id = 0
         self.boots = 0
+        self._evictions = 0
+        self._sessions = 0
+        self._unsuited = 0
 
     def run(self, key: str, boot: WarmBoot, config: dict[str, object], cwd: Path, task: str,
             timeout: float) -> WarmOutcome | None:
@@ -254,46 +284,57 @@ class WarmPool:
             return self._run(key, boot, WarmRun(id=0, cwd=str(cwd), task=task, config=config), timeout)
 
     def _run(self, key: str, boot: WarmBoot, request: WarmRun, timeout: float) -> WarmOutcome | None:
-        host = self._host
-        if host is not None and (host.key != key or not host.alive()):
-            self._close()
+        host = self._hosts.get(key)
+        if host is not None and not host.alive():
+            del self._hosts[key]
+            host.close()
             host = None
         if host is None:
             if key in self._unbootable:
                 return None
+            while len(self._hosts) >= self.max_hosts:
+                # Room first: two hosts booting over a full pool would exceed the bound for a while.
+                _, lru = self._hosts.popitem(last=False)
+                lru.close()
+                self._evictions += 1
             try:
                 host = boot.start(key)
             except HostBootFailed:
                 self._unbootable.add(key)
                 return None  # the cold path boots it again and prints why, in the run's own output
-            self._host = host
             self.boots += 1
+        self._hosts[key] = host
+        self._hosts.move_to_end(key)
         self._next_id += 1
         answer = host.run(msgspec.structs.replace(request, id=self._next_id), timeout)
         if isinstance(answer, WarmOutcome):
-            self._host = None
+            self._hosts.pop(key, None)  # it ended under the run
+            self._sessions += 1
             return answer
         if answer.unsuited:
+            self._unsuited += 1
             return None
+        self._sessions += 1
         return WarmOutcome(exit_code=answer.exitCode, stdout=answer.stdout, stderr=answer.stderr)
 
     def pids(self) -> list[int]:
-        """The warm host's process and its children (the sidecar among them), for diagnostics."""
-        host = self._host
-        if host is None or not host.alive():
-            return []
-        found = [host.proc.pid]
-        for pid in found:
-            try:
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as children:
-                        found += [int(child) for child in children.read().split()]
-            except OSError:
-                continue  # ended meanwhile
+        """The warm hosts' processes and their children (the sidecars among them), least recently
+        used host first, for diagnostics and memory figures."""
+        found: list[int] = []
+        for host in list(self._hosts.values()):
+            if host.alive():
+                found += _tree(host.proc.pid)
         return found
 
+    def statistics(self) -> PoolStats:
+        """The pool's counts and its hosts' resident memory, now."""
+        with self._lock:
+            return PoolStats(hosts=len(self._hosts), max_hosts=self.max_hosts, boots=self.boots,
+                             evictions=self._evictions, sessions=self._sessions, unsuited=self._unsuited,
+                             rss_bytes=sum(_rss(pid) for pid in self.pids()))
+
     def close(self) -> None:
-        """End the warm host, if any (idempotent; the pool boots a new one if used again)."""
+        """End every warm host (idempotent; the pool boots new ones if used again)."""
         with self._lock:
             self._close()
 
@@ -304,9 +345,34 @@ class WarmPool:
         self.close()
 
     def _close(self) -> None:
-        host, self._host = self._host, None
-        if host is not None:
+        while self._hosts:
+            _, host = self._hosts.popitem(last=False)
             host.close()
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    found = [pid]
+    for parent in found:
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as children:
+                    found += [int(child) for child in children.read().split()]
+        except OSError:
+            continue  # ended meanwhile
+    return found
+
+
+def _rss(pid: int) -> int:
+    """A process's resident memory in bytes (0: it ended)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 class WarmBoot:

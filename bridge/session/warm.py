@@ -7,6 +7,9 @@ the shim runner's pending ``warm/next``; ``warm/done`` closes the session (publi
 its report) and sends the run's ``WarmReply``. The shim only relays: it creates the session,
 sends the task, waits for idle and flushes the log, as rc.8's headless runner does.
 
+A replay whose recorded tools no plugin of the host registered (an MCP server gone) stays warm:
+the ``WarmJob`` names those stand-ins and the shim registers them on that session's agent only.
+
 A session runs with the process's working directory set to its own folder (``processCwd``), as a
 cold process has it: third-party tools read and write relative to ``process.cwd()`` (issue 29).
 The process has one working directory, so a run whose folder differs from an open session's
@@ -26,7 +29,14 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from dsh_sidecar.bridge.session.state import SessionState
 from dsh_sidecar.bridge.transport.control import MAX_CONTROL_LINE, WarmReply, WarmRun
 from dsh_sidecar.bridge.transport.later import Later
-from dsh_sidecar.bridge.transport.protocol import Empty, RegistryParams, ShutdownResult, WarmDoneParams, WarmJob
+from dsh_sidecar.bridge.transport.protocol import (
+    Empty,
+    RegistryParams,
+    ShutdownResult,
+    StandIn,
+    WarmDoneParams,
+    WarmJob,
+)
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED
 from dsh_sidecar.python_core.composition import Composition
 from dsh_sidecar.python_core.config import parse_sidecar_config
@@ -133,15 +143,11 @@ class WarmHost:
             text = f"dsh-sidecar: {error}\n" + (f"dsh-sidecar: fix: {error.hint}\n" if error.hint else "")
             await self._reply(WarmReply(id=run.id, exitCode=EXIT_FAILED, stderr=text))
             return None
-        registered = {t.name for t in self._registry.tools} if self._registry is not None else set()
-        missing = sorted(s.name for s in (state.tools.stand_ins() if state.tools is not None else [])
-                         if s.name not in registered)
-        if missing:
-            # A stand-in is registered for the whole process: such a replay gets a process of its own.
-            await self._reply(WarmReply(id=run.id, unsuited=f"tool {missing[0]} must be stood up from the cassette"))
-            return None
+        stand_ins = _stand_ins(state, self._registry)
         if self._registry is not None and state.tools is not None:
-            later = state.tools.registry(self._registry)
+            # The session's own view: the host's tools and the stand-ins its agent alone registers.
+            own = msgspec.structs.replace(self._registry, standIns=[s.name for s in stand_ins], failed=[])
+            later = state.tools.registry(own)
             if isinstance(later, Later):
                 await later.writer.written(later.ticket)
         while any(o.run.cwd != run.cwd for o in self._open.values()):
@@ -149,7 +155,7 @@ class WarmHost:
         session_id = f"session-{uuid.uuid4()}"
         state.note_session(session_id)
         self._open[session_id] = _Open(run, state, lines)
-        return WarmJob(sessionId=session_id, cwd=run.cwd, task=run.task, processCwd=run.cwd)
+        return WarmJob(sessionId=session_id, cwd=run.cwd, task=run.task, standIns=stand_ins, processCwd=run.cwd)
 
     async def done(self, params: WarmDoneParams) -> Empty:
         """Close the session whose turn ended, and answer its run."""
@@ -177,6 +183,15 @@ class WarmHost:
                 await self._stream.send(msgspec.json.encode(reply) + b"\n")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError):
                 pass  # the run API is gone (it gave up on the run): nobody to answer
+
+
+def _stand_ins(state: SessionState, registry: RegistryParams | None) -> list[StandIn]:
+    """A replay's recorded tools that no plugin of the host registered: the shim registers them
+    on this session's agent only (rc.8 scopes a registration made through ``agent.ctx``), so
+    another session of the host never sees them."""
+    registered = {t.name for t in registry.tools} if registry is not None else set()
+    wanted = state.tools.stand_ins() if state.tools is not None else []
+    return sorted((s for s in wanted if s.name not in registered), key=lambda s: s.name)
 
 
 def _unsuited(subagent: bool, mock: bool, nested: bool) -> str:

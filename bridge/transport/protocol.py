@@ -537,12 +537,14 @@ class WarmNextParams(_Closed):
 
 class WarmJob(_Closed):
     """One session for the warm host to run: create it with ``sessionId`` and ``cwd``, send
-    ``task`` as its user message; ``processCwd``: the process's working directory while it runs
+    ``task`` as its user message; ``standIns``: recorded tools no plugin registered, to register
+    on this session's agent only; ``processCwd``: the process's working directory while it runs
     (empty: leave it); ``stop``: no more sessions, exit the process."""
 
     sessionId: str = ""
     cwd: str = ""
     task: str = ""
+    standIns: list[StandIn] = msgspec.field(default_factory=list)
     processCwd: str = ""
     stop: bool = False
 

@@ -166,3 +166,24 @@ def test_a_fault_overlay_is_left_out_of_the_recording_once_and_applied_on_replay
     assert ("    fix: correct the `faults` key of the dsh_config fixture or "
             "@pytest.mark.dsh(config={...})") in replayed.stdout
     assert "cordis.patch.yml" not in replayed.stdout
+
+
+def test_ini_dsh_rows_give_every_test_its_rows_as_lines_or_a_file_and_a_bad_line_fails_by_name(
+    tmp_path: Path,
+) -> None:
+    with weather_service(tmp_path) as service:
+        project = _project(tmp_path, service.url)
+        row = {"id": "example-tools", "name": "dsh-example-tools", "config": {"weatherUrl": service.url}}
+        (project / "pytest.ini").write_text(f"[pytest]\ndsh_rows =\n    {json.dumps(row)}\n")
+        first = _pytest(project, "--dsh-record-mode", "once")
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert service.requests == 1
+    (project / "rows.json").write_text(json.dumps([row]))
+    (project / "pytest.ini").write_text("[pytest]\ndsh_rows = rows.json\n")
+    offline = _pytest(project)
+    assert offline.returncode == 0 and "1 passed" in offline.stdout, offline.stdout[-3000:]
+    (project / "pytest.ini").write_text('[pytest]\ndsh_rows = {"id": "example-tools"}\n')
+    bad = _pytest(project)
+    assert bad.returncode != 0
+    assert ("INVALID_CONFIG: ini dsh_rows line 1 ('{\"id\": \"example-tools\"}'): Object missing required field "
+            "`name`; fix: write a JSON row") in bad.stdout + bad.stderr, bad.stdout[-3000:]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -187,7 +188,7 @@ def test_a_run_the_host_cannot_take_runs_in_a_process_of_its_own(pool: WarmPool,
                  subagent_cassette=SubagentCassette(file="agents.jsonl"))
     assert result.exit_code == 1 and "NOTHING_RECORDED: no subagent start() reached the cassette" in result.stderr
     assert pool.boots == 0
-    # A replay whose tool no plugin registers needs a stand-in, which would serve every session.
+    # A replay whose tool no plugin registers stands it up for its own session: it stays warm.
     with weather_service(tmp_path) as weather:
         recorded = run('/mock run weather_lookup({"city": "Paris"})', cwd=tmp_path, rows=_weather(weather.url),
                        tool_cassette=ToolCassette(file="w.ndjson", include=["weather_lookup"]), record_mode="once")
@@ -196,7 +197,8 @@ def test_a_run_the_host_cannot_take_runs_in_a_process_of_its_own(pool: WarmPool,
                 tool_cassette=ToolCassette(file="w.ndjson", include=["weather_lookup"]))
     assert stood.ok, stood.explain()
     assert stood.tool_cassette is not None and stood.tool_cassette.stood_up == ["weather_lookup"]
-    assert pool.boots == 1  # booted, then refused the run, which ran cold
+    stats = pool.statistics()
+    assert (stats.boots, stats.sessions, stats.unsuited) == (1, 1, 0), stats
 
 
 def test_a_timeout_ends_the_host_and_the_next_run_gets_a_fresh_one(pool: WarmPool, tmp_path: Path) -> None:
@@ -322,3 +324,94 @@ def test_a_composition_that_cannot_boot_fails_each_run_as_a_cold_run_does(pool: 
         # What the host printed as it went down is the run's: the tree's load error names the row.
         assert "dsh-no-such-plugin; Cordis startup failed" in warm.stderr, warm.stderr
     assert pool.boots == 2
+
+
+NOTES_SERVER = Path(__file__).with_name("mcp_notes_server.py")
+NOTES_STEPS = [{"tool": "mcp__notes__read_note", "args": {"name": "todo"}},
+               {"tool": "mcp__notes__note_stats", "args": {"name": "todo"}}]
+
+
+def _notes(tmp_path: Path) -> tuple[Row, Path]:
+    """A stdio row for a private copy of the FastMCP notes server, and that copy (unlink it: server gone)."""
+    world = tmp_path / "world"
+    world.mkdir()
+    (world / "todo.txt").write_text("ship the release\nwrite the notes\n")
+    script = tmp_path / "server" / NOTES_SERVER.name
+    script.parent.mkdir()
+    script.write_bytes(NOTES_SERVER.read_bytes())
+    config = {"transport": "stdio", "serverName": "notes", "command": sys.executable,
+              "args": [str(script), "--world", str(world), "--calls", str(tmp_path / "calls.log")]}
+    return Row("mcp-notes", "@deepseek-ai/dsh-mcp-client", config, insert=True), script
+
+
+def test_an_offline_mcp_replay_runs_warm_with_its_stand_ins_seen_by_its_own_session_only(
+    pool: WarmPool, tmp_path: Path,
+) -> None:
+    row, script = _notes(tmp_path)
+    cassette = ToolCassette(file="notes.ndjson", include=["mcp__notes__*"])
+    script_json = {"type": "dsh-mock-script", "version": 1, "steps": NOTES_STEPS}
+    recorded = run(script=script_json, cwd=tmp_path, rows=[row], tool_cassette=cassette, record_mode="once",
+                   allow_live_tools=True)
+    assert recorded.ok, recorded.explain()
+    answers = [(r.tool, r.output) for r in recorded.tool_results]
+    script.unlink()  # the server is gone: no plugin registers its tools any more
+    replays = []
+    for i in range(2):
+        replayed = run(script=script_json, cwd=tmp_path, rows=[row], tool_cassette=cassette, warm=pool)
+        assert replayed.ok, replayed.explain()
+        assert [(r.tool, r.output) for r in replayed.tool_results] == answers
+        assert replayed.tool_cassette is not None
+        # Every tool the recording registered (the server advertises three) is stood up.
+        assert replayed.tool_cassette.stood_up == ["mcp__notes__check_note", "mcp__notes__note_stats",
+                                                   "mcp__notes__read_note"]
+        replays.append(replayed)
+        if i == 0:
+            # Another session of the same host, without the cassette: the stand-in is not its tool.
+            other = run('/mock run mcp__notes__read_note({"name": "todo"})', cwd=tmp_path / "world", rows=[row],
+                        warm=pool, allow_live_tools=True)
+            [result] = other.tool_results
+            assert (result.error_code, result.output) == ("UNKNOWN_TOOL", 'Error: unknown tool "mcp__notes__read_note"')
+    stats = pool.statistics()
+    # One host served all three as sessions: none ran cold.
+    assert (stats.boots, stats.sessions, stats.unsuited) == (1, 3, 0), stats
+
+
+def _echo_row(url: str) -> list[Row]:
+    # Two compositions that differ by a row's config only (the weather service is never called).
+    return [Row("example-tools", "dsh-example-tools", {"weatherUrl": url})]
+
+
+def _echo(pool: WarmPool, folder: Path, rows: list[Row], text: str) -> None:
+    folder.mkdir(exist_ok=True)
+    result = run(f'/mock run echo({{"text": "{text}"}})', cwd=folder, rows=rows, warm=pool)
+    assert result.ok and [r.output for r in result.tool_results] == [f"echo:{text}"], result.explain()
+
+
+def test_runs_alternating_two_compositions_keep_both_hosts(pool: WarmPool, tmp_path: Path) -> None:
+    a, b = _echo_row("http://127.0.0.1:9/a"), _echo_row("http://127.0.0.1:9/b")
+    _echo(pool, tmp_path / "a", a, "a0")
+    _echo(pool, tmp_path / "b", b, "b0")
+    pids = pool.pids()
+    for i in range(1, 4):
+        _echo(pool, tmp_path / "a", a, f"a{i}")
+        _echo(pool, tmp_path / "b", b, f"b{i}")
+    stats = pool.statistics()
+    assert (stats.boots, stats.hosts, stats.evictions, stats.sessions) == (2, 2, 0, 8), stats
+    assert len(pids) >= 4 and sorted(pool.pids()) == sorted(pids)  # two DSH processes and their sidecars
+
+
+def test_a_full_pool_ends_its_least_recently_used_host(tmp_path: Path) -> None:
+    a, b, c = (_echo_row(f"http://127.0.0.1:9/{n}") for n in "abc")
+    with WarmPool(max_hosts=2) as pool:
+        _echo(pool, tmp_path / "a", a, "a")
+        only_a = set(pool.pids())
+        _echo(pool, tmp_path / "b", b, "b")
+        only_b = [pid for pid in pool.pids() if pid not in only_a]  # its DSH process first
+        _echo(pool, tmp_path / "a", a, "a")  # a is now the more recently used
+        _echo(pool, tmp_path / "c", c, "c")
+        left = set(pool.pids())
+        stats = pool.statistics()
+    assert only_a <= left and not set(only_b) & left, (only_a, only_b, left)
+    assert (stats.boots, stats.hosts, stats.evictions) == (3, 2, 1), stats
+    assert stats.rss_bytes > 100 * 1024 * 1024  # two DSH processes and their sidecars
+    assert not os.path.exists(f"/proc/{only_b[0]}")  # b's DSH process ended (and was waited for)
