@@ -94,13 +94,14 @@ def lane_of(purpose: str | None) -> str:
     return purpose or DEFAULT_LANE
 
 
-def _replace_cwd(value: Any, cwd: str) -> Any:
+def replace_cwd(value: Any, cwd: str) -> Any:
+    """``value`` with every occurrence of ``cwd`` in its strings written as ``<cwd>``."""
     if isinstance(value, str):
         return value.replace(cwd, CWD_TOKEN) if cwd in value else value
     if isinstance(value, list):
-        return [_replace_cwd(v, cwd) for v in value]
+        return [replace_cwd(v, cwd) for v in value]
     if isinstance(value, dict):
-        return {k: _replace_cwd(v, cwd) for k, v in value.items()}
+        return {k: replace_cwd(v, cwd) for k, v in value.items()}
     return value
 
 
@@ -149,7 +150,7 @@ def normalize(request: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
         view["options"] = options
     # A root cwd would rewrite every slash: only a real folder path is replaced.
     if len(cwd) > 1:
-        view = _replace_cwd(view, cwd)
+        view = replace_cwd(view, cwd)
     canonical_bytes(view)  # raises on values with no canonical form, naming where
     return view
 

@@ -29,7 +29,7 @@ from msgspec import UNSET
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest_bytes
 from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.json_pointers import parse_pointer, without
-from dsh_sidecar.python_core.model_request import CWD_TOKEN, ModelRequestInvalid, normalize, parts_of
+from dsh_sidecar.python_core.model_request import ModelRequestInvalid, normalize, parts_of, replace_cwd
 from dsh_sidecar.python_core.tool_cassette.format import GENESIS, ObservedResult, ObservedStep
 
 __all__ = [
@@ -62,16 +62,6 @@ class ReplayDiverged(SidecarError):
         super().__init__(f"{what}; {why}")
 
 
-def _without_cwd(value: Any, cwd: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(cwd, CWD_TOKEN) if cwd in value else value
-    if isinstance(value, list):
-        return [_without_cwd(v, cwd) for v in value]
-    if isinstance(value, dict):
-        return {k: _without_cwd(v, cwd) for k, v in value.items()}
-    return value
-
-
 def result_digest(is_error: bool, value: bytes | None, code: str | None, ignore: Sequence[str], cwd: str) -> str | None:
     """The digest of one outcome (see the module rule); ``None`` when it has no canonical form.
 
@@ -86,7 +76,7 @@ def result_digest(is_error: bool, value: bytes | None, code: str | None, ignore:
         for pointer in ignore:
             decoded = without(decoded, parse_pointer(pointer))
         if len(cwd) > 1:  # a root cwd would rewrite every slash
-            decoded = _without_cwd(decoded, cwd)
+            decoded = replace_cwd(decoded, cwd)
         return digest_bytes(canonical_bytes({"isError": False, "value": decoded}))
     except (msgspec.DecodeError, CanonicalJsonError):
         return None
