@@ -194,6 +194,8 @@ def _print_diff(report: DiffReport) -> None:
         marker = {"added": "+", "removed": "-", "changed": "~"}[contract.kind]
         what = ("only in B" if contract.kind == "added" else "only in A" if contract.kind == "removed"
                 else ", ".join(contract.fields) + " changed")
+        if not contract.called:
+            what += "; offered to the model, called in neither file"
         click.echo(f"  {marker} tool contract {printable(contract.tool)} ({what})")
 
 

@@ -51,11 +51,18 @@ class CallChange(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ContractChange(msgspec.Struct, frozen=True, kw_only=True):
-    """A tool whose recorded contract is in one file only, or differs in ``fields``."""
+    """A tool whose recorded contract is in one file only, or differs in ``fields``.
+
+    ``called`` says whether either file records a call of the tool: a recording keeps the
+    contract of every selected tool the host registered, called or not (the model was offered
+    all of them), so a contract change of a tool never called changes what the model is offered
+    and nothing the cassette serves.
+    """
 
     tool: str
     kind: Literal["added", "removed", "changed"]
     fields: tuple[str, ...] = ()
+    called: bool = True
 
 
 class DiffReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -119,7 +126,7 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
             else:
                 unchanged += 1
     include_differs = not same_selection(a.header.include, b.header.include)
-    contracts = _contracts(a, b)
+    contracts = _contracts(a, b, {call.tool for call in left} | {call.tool for call in right})
     return DiffReport(
         equivalent=not changes and not include_differs and not contracts, callsA=len(left), callsB=len(right),
         unchanged=unchanged, includeDiffers=include_differs, changes=tuple(changes), contracts=contracts,
@@ -129,16 +136,16 @@ def diff_cassettes(a: Cassette, b: Cassette) -> DiffReport:
 _CONTRACT_FIELDS = ("description", "parameters", "output", "presentationMeta", "timeoutMs")
 
 
-def _contracts(a: Cassette, b: Cassette) -> tuple[ContractChange, ...]:
+def _contracts(a: Cassette, b: Cassette, called: set[str]) -> tuple[ContractChange, ...]:
     """The recorded tool contracts that differ, by tool name (a file before version 3 has none)."""
     out: list[ContractChange] = []
     for tool in sorted(a.definitions.keys() | b.definitions.keys()):
         x, y = a.definitions.get(tool), b.definitions.get(tool)
         if x is None or y is None:
-            out.append(ContractChange(tool=tool, kind="added" if x is None else "removed"))
+            out.append(ContractChange(tool=tool, kind="added" if x is None else "removed", called=tool in called))
             continue
         x, y = canonical_definition(x), canonical_definition(y)  # key order is not a change
         fields = tuple(f for f in _CONTRACT_FIELDS if getattr(x, f) != getattr(y, f))
         if fields:
-            out.append(ContractChange(tool=tool, kind="changed", fields=fields))
+            out.append(ContractChange(tool=tool, kind="changed", fields=fields, called=tool in called))
     return tuple(out)

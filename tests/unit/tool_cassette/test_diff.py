@@ -41,7 +41,7 @@ def test_a_changed_added_or_removed_tool_contract_is_drift(make_cassette: Any, k
         "different: 3 -> 3 calls, 3 unchanged, 0 changed, 0 added, 0 removed",
         "  - tool contract mcp_fs_read (only in A)",
         "  ~ tool contract weather_lookup (output, timeoutMs changed)",
-        "  + tool contract weather_radar (only in B)",
+        "  + tool contract weather_radar (only in B; offered to the model, called in neither file)",
     ]
     same = make_cassette(file="c.jsonl", contracts={"weather_lookup": contract, "mcp_fs_read": contract})
     assert run("diff", str(a), str(same)).exit_code == 0
