@@ -5,7 +5,7 @@
         assert result.result("weather_lookup").output == "Paris: sunny, 21C"
 
 Cassettes live next to the test file, ``cassettes/<module>/<test>.tools.ndjson`` (and
-``.subagents.jsonl``, ``.model.ndjson``; a test's second run adds ``-2``), or where ``@pytest.mark.dsh(cassette=...)``
+``.subagents.ndjson``, ``.model.ndjson``; a test's second run adds ``-2``), or where ``@pytest.mark.dsh(cassette=...)``
 says. ``--dsh-record-mode`` is ``none`` by default, as in pytest-recording, so CI never records
 by accident; a marker's ``record_mode`` applies when the option is not given. A failed run fails
 the test with the run's named errors, cassette counts, stderr tail and the command to re-record.
@@ -243,8 +243,14 @@ class DshRunner:
     def cassette(self, kind: str, index: int | None = None) -> Path:
         """The cassette path of this test's run ``index`` (1-based; default: the next run)."""
         n = len(self.runs) + 1 if index is None else index
-        suffix = {"tools": ".tools.ndjson", "subagents": ".subagents.jsonl", "model": ".model.ndjson"}[kind]
-        return self.base.with_name(self.base.name + ("" if n == 1 else f"-{n}") + suffix)
+        stem = self.base.name + ("" if n == 1 else f"-{n}")
+        path = self.base.with_name(stem + f".{kind}.ndjson")
+        if kind == "subagents":
+            # Earlier releases named it ``.subagents.jsonl``: a committed one is still used.
+            legacy = self.base.with_name(stem + ".subagents.jsonl")
+            if legacy.exists() and not path.exists():
+                return legacy
+        return path
 
     def run(
         self,

@@ -361,3 +361,18 @@ def test_a_refused_test_logic_key_gets_the_fix_of_the_interface_it_came_from() -
         "dsh-sidecar: fix: correct the `ignore` key of the --config file")
     other = f"dsh-sidecar: INVALID_CONFIG: mock.defaultGapMs: expected `int` <= 3600000\n{row_fix}\n"
     assert _config_fix(other, CONFIG_HINT) == other  # not a test-logic key: the row's fix stands
+
+
+def test_every_cassette_of_a_test_is_ndjson_and_an_earlier_subagents_jsonl_is_still_found(tmp_path: Path) -> None:
+    from dsh_sidecar.bridge.api.pytest_plugin import DshRunner
+
+    runner = object.__new__(DshRunner)  # only ``base`` and ``runs`` matter to cassette paths
+    runner.base, runner.runs = tmp_path / "test_a", []
+    assert [runner.cassette(kind).name for kind in ("tools", "subagents", "model")] == [
+        "test_a.tools.ndjson", "test_a.subagents.ndjson", "test_a.model.ndjson",
+    ]
+    assert runner.cassette("subagents", 2).name == "test_a-2.subagents.ndjson"
+    (tmp_path / "test_a.subagents.jsonl").write_text("")
+    assert runner.cassette("subagents").name == "test_a.subagents.jsonl"
+    (tmp_path / "test_a.subagents.ndjson").write_text("")
+    assert runner.cassette("subagents").name == "test_a.subagents.ndjson"
