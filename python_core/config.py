@@ -28,7 +28,7 @@ from dsh_sidecar.python_core.model_cassette.config import ModelCassetteConfig
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_cassette
 from dsh_sidecar.python_core.stubs import parse_stubs
 from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig as SubagentCassetteConfig
-from dsh_sidecar.python_core.subagent_cassette.config import parse_section as parse_subagent_cassette
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_cassette
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.config import parse_config as parse_tool_cassette
 

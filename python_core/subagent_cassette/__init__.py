@@ -5,7 +5,7 @@ Layers import downward: ``cli`` -> ``engine``/``diff``/``reseal`` -> ``store`` -
 ``StartRequest``) -> ``identity``.
 """
 
-from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig, parse_config
+from dsh_sidecar.python_core.subagent_cassette.config import CassetteConfig, parse_config, parse_fields
 from dsh_sidecar.python_core.subagent_cassette.engine import (
     CallHandle,
     CloseReport,
@@ -30,4 +30,5 @@ __all__ = [
     "SubagentCassetteEngine",
     "Upstream",
     "parse_config",
+    "parse_fields",
 ]

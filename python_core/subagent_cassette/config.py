@@ -19,7 +19,7 @@ from dsh_sidecar.python_core.config_fields import ConfigSection, Mode, field_of
 from dsh_sidecar.python_core.errors import CanonicalJsonError, ConfigError
 from dsh_sidecar.python_core.subagent_cassette.redact import build_redactor
 
-__all__ = ["CassetteConfig", "ProviderConfig", "parse_config", "parse_section"]
+__all__ = ["CassetteConfig", "ProviderConfig", "parse_config", "parse_fields"]
 
 MIN_SPEED = 0.001
 _SECTION = "subagentCassette"
@@ -62,8 +62,8 @@ class CassetteConfig(ConfigSection, frozen=True, kw_only=True):
     provider: ProviderConfig = ProviderConfig()
 
 
-def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
-    """Validate a plugin/CLI configuration mapping.
+def parse_fields(raw: Mapping[str, Any]) -> CassetteConfig:
+    """Validate the section's fields as given (errors name the bare field, ``file`` is not resolved).
 
     Raises:
         ConfigError: names the offending field (``INVALID_CONFIG``).
@@ -97,14 +97,14 @@ def parse_config(raw: Mapping[str, Any]) -> CassetteConfig:
     return config
 
 
-def parse_section(raw: Mapping[str, Any], *, cwd: str) -> CassetteConfig:
+def parse_config(raw: Mapping[str, Any], *, cwd: str) -> CassetteConfig:
     """Parse the row's ``subagentCassette`` section, resolving ``file`` against the DSH ``cwd``.
 
     Raises:
         ConfigError: names the field as the row spells it, ``subagentCassette.<field>``.
     """
     try:
-        config = parse_config(raw)
+        config = parse_fields(raw)
     except ConfigError as error:
         raise ConfigError(f"{_SECTION}.{error.field}", error.reason) from None
     return msgspec.structs.replace(config, file=os.path.join(cwd, config.file))

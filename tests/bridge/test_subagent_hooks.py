@@ -23,7 +23,7 @@ from dsh_sidecar.bridge.transport.protocol import (
     UpstreamFacts,
 )
 from dsh_sidecar.python_core.cassette_io import seal_mapping
-from dsh_sidecar.python_core.subagent_cassette.config import parse_section
+from dsh_sidecar.python_core.subagent_cassette.config import parse_config
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities
 
 UPSTREAM = UpstreamFacts(
@@ -62,7 +62,7 @@ def _error(kind: str, code: str | None) -> dict[str, Any]:
 
 
 def _open(tmp_path: Path, mode: str) -> SubagentHooks:
-    config = parse_section({"mode": mode, "file": "agents.jsonl", "provider": {"transparent": True}}, cwd=str(tmp_path))
+    config = parse_config({"mode": mode, "file": "agents.jsonl", "provider": {"transparent": True}}, cwd=str(tmp_path))
     return SubagentHooks.open(config, host_version="0.1.0-rc.8", trace=Trace(None))
 
 

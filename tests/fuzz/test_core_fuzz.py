@@ -13,7 +13,7 @@ from dsh_sidecar.python_core.canonical import canonical_bytes, decode_canonical,
 from dsh_sidecar.python_core.config import parse_sidecar_config
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.command import parse_command
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields as parse_subagent_config
 
 N = 10_000
 SEED_TEXTS = [

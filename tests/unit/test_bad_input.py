@@ -11,7 +11,7 @@ from dsh_sidecar.python_core.errors import ConfigError, SidecarError
 from dsh_sidecar.python_core.mock.command import parse_command
 from dsh_sidecar.python_core.mock.paths import resolve_replay_path
 from dsh_sidecar.python_core.mock.source import load_source
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields as parse_subagent_config
 from dsh_sidecar.python_core.subagent_cassette.store import verify_file as verify_subagent
 from dsh_sidecar.python_core.tool_cassette.store import verify_file as verify_tool
 

@@ -23,7 +23,7 @@ from dsh_sidecar.python_core.mock.cli import mock
 from dsh_sidecar.python_core.model_cassette import ModelCassetteConfig, ModelCassetteEngine
 from dsh_sidecar.python_core.model_cassette.cli import cli as model
 from dsh_sidecar.python_core.subagent_cassette.cli import cli as subagent
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config as parse_subagent_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields as parse_subagent_config
 from dsh_sidecar.python_core.subagent_cassette.engine import Forward, SettledRun, SubagentCassetteEngine, Upstream
 from dsh_sidecar.python_core.subagent_cassette.format import Capabilities, ResultOutcome, Timing
 from dsh_sidecar.python_core.subagent_cassette.identity import StartRequest

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.python_core.canonical import canonical_bytes, digest
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields
 from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     SettledRun,
@@ -138,7 +138,7 @@ def open_cassette(
 
     def factory(path: Path, mode: str = "record", **config: Any) -> SubagentCassetteEngine:
         cassette = SubagentCassetteEngine.open(
-            parse_config({"mode": mode, "file": str(path), **config}),
+            parse_fields({"mode": mode, "file": str(path), **config}),
             host_version=HOST,
             clock=clock,
             make_id=ids,

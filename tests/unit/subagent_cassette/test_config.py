@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields
 
 
 def test_defaults_are_safe() -> None:
-    config = parse_config({"mode": "replay", "file": "a.jsonl"})
+    config = parse_fields({"mode": "replay", "file": "a.jsonl"})
     assert (
         config.writeMode,
         config.requestView,
@@ -25,7 +25,7 @@ def test_defaults_are_safe() -> None:
 
 
 def test_transparent_setup_takes_the_upstream_name() -> None:
-    config = parse_config({"mode": "record", "file": "a", "provider": {"transparent": True}})
+    config = parse_fields({"mode": "record", "file": "a", "provider": {"transparent": True}})
     assert config.provider.names() == ("spawn", "spawn-upstream")
 
 
@@ -66,6 +66,6 @@ def test_transparent_setup_takes_the_upstream_name() -> None:
 )
 def test_invalid_config_names_the_field(raw: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        parse_config(raw)
+        parse_fields(raw)
     assert str(info.value) == f"INVALID_CONFIG: {message}"
     assert "secret-value" not in str(info.value)

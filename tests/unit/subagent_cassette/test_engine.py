@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.python_core.errors import ConfigError
-from dsh_sidecar.python_core.subagent_cassette.config import parse_config
+from dsh_sidecar.python_core.subagent_cassette.config import parse_fields
 from dsh_sidecar.python_core.subagent_cassette.engine import (
     Forward,
     Miss,
@@ -402,7 +402,7 @@ def test_start_before_upstream_facts_is_illegal(
     tmp_path: Path, clock: Any, make_start: Any
 ) -> None:
     cassette = SubagentCassetteEngine.open(
-        parse_config({"mode": "record", "file": str(tmp_path / "x.jsonl")}),
+        parse_fields({"mode": "record", "file": str(tmp_path / "x.jsonl")}),
         host_version="0.1.0-rc.8",
         clock=clock,
     )
@@ -445,7 +445,7 @@ def test_other_upstream_name_is_invalid_config(tmp_path: Path, open_cassette: Op
 def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cassette: Open) -> None:
     path = record_file()
     cassette = SubagentCassetteEngine.open(
-        parse_config({"mode": "record", "file": str(path), "writeMode": "append"}),
+        parse_fields({"mode": "record", "file": str(path), "writeMode": "append"}),
         host_version="0.1.0-rc.8",
         clock=lambda: 0.0,
     )
@@ -463,7 +463,7 @@ def test_append_with_other_upstream_facts_is_refused(record_file: Any, open_cass
 def test_replay_refuses_another_host_version(record_file: Any, clock: Any) -> None:
     with pytest.raises(TargetMismatch, match=r"this host runs 0\.1\.0-rc\.8"):
         SubagentCassetteEngine.open(
-            parse_config({"mode": "replay", "file": "x"}), host_version="0.1.0-rc.7", clock=clock
+            parse_fields({"mode": "replay", "file": "x"}), host_version="0.1.0-rc.7", clock=clock
         )
 
 
@@ -476,7 +476,7 @@ def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(
     tmp_path: Path, clock: Any, ids: Any, make_start: Any, make_outcome: Any
 ) -> None:
     path = tmp_path / "d.cassette.jsonl"
-    config = parse_config({"mode": "record", "file": str(path)})
+    config = parse_fields({"mode": "record", "file": str(path)})
     cassette = SubagentCassetteEngine.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
     cassette.on_upstream(UPSTREAM)
     decision = _forward(cassette, make_start())
@@ -494,7 +494,7 @@ def test_deferred_the_engine_writes_nothing_and_hands_over_the_lines(
 def test_deferred_a_lost_line_is_the_first_error_at_close(
     tmp_path: Path, clock: Any, ids: Any, make_start: Any, make_outcome: Any
 ) -> None:
-    config = parse_config({"mode": "record", "file": str(tmp_path / "d.cassette.jsonl")})
+    config = parse_fields({"mode": "record", "file": str(tmp_path / "d.cassette.jsonl")})
     cassette = SubagentCassetteEngine.open(config, host_version="0.1.0-rc.8", clock=clock, make_id=ids, deferred=True)
     cassette.on_upstream(UPSTREAM)
     decision = _forward(cassette, make_start())
