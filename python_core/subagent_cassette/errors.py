@@ -15,11 +15,11 @@ __all__ = [
     "AppendIncompatible",
     "CassetteExists",
     "CassetteFormatError",
+    "CassetteIOError",
     "CassetteIntegrityError",
     "CassetteLocked",
     "CassetteMiss",
     "CassetteNotFound",
-    "CassetteReadError",
     "CassetteStateError",
     "InvalidStartRequest",
     "NotComparable",
@@ -87,10 +87,10 @@ class TargetMismatch(SidecarError):
         self.expected = expected
 
 
-class CassetteReadError(SidecarError):
-    """A cassette file cannot be read or written (OS-level failure)."""
+class CassetteIOError(SidecarError):
+    """A cassette file cannot be read, written or published (OS-level failure; the tool cassette's code too)."""
 
-    code = "CASSETTE_READ_ERROR"
+    code = "CASSETTE_IO"
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"{escape(name)}: {reason}")

@@ -23,8 +23,8 @@ from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
 from dsh_sidecar.python_core.reseal_io import ResealReport, changed_lines, reseal_path
 from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteFormatError,
+    CassetteIOError,
     CassetteNotFound,
-    CassetteReadError,
 )
 from dsh_sidecar.python_core.subagent_cassette.format import CassetteParser
 from dsh_sidecar.python_core.subagent_cassette.store import WriterLock
@@ -94,7 +94,7 @@ def reseal_lines(lines: list[bytes], name: str = "cassette") -> tuple[list[bytes
 def _io_error(operation: str, name: str, reason: str) -> SidecarError:
     if operation == "read" and reason == "no such file":
         return CassetteNotFound(name)
-    return CassetteReadError(name, f"cannot {operation}: {reason}")
+    return CassetteIOError(name, f"cannot {operation}: {reason}")
 
 
 def reseal_file(path: str, *, owner: str) -> ResealReport:
@@ -105,7 +105,7 @@ def reseal_file(path: str, *, owner: str) -> ResealReport:
     Raises:
         CassetteLocked: a writer is recording the cassette (or a crashed one left its lock).
         CassetteFormatError, TargetMismatch: see ``reseal_lines``; the file is left untouched.
-        CassetteNotFound, CassetteReadError: the file cannot be read or the new one written.
+        CassetteNotFound, CassetteIOError: the file cannot be read or the new one written.
     """
     name = display_name(path)
     lock = WriterLock(Path(path), owner)

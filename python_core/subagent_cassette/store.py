@@ -20,9 +20,9 @@ from dsh_sidecar.python_core.cassette_io import display_name, fsync_dir, reason_
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.errors import (
     CassetteExists,
+    CassetteIOError,
     CassetteLocked,
     CassetteNotFound,
-    CassetteReadError,
     CassetteStateError,
 )
 from dsh_sidecar.python_core.subagent_cassette.format import Cassette, CassetteParser
@@ -33,7 +33,7 @@ WriteMode = Literal["create", "truncate", "append"]
 
 
 def _read_error(operation: str, name: str, reason: str) -> SidecarError:
-    return CassetteNotFound(name) if reason == "no such file" else CassetteReadError(name, reason)
+    return CassetteNotFound(name) if reason == "no such file" else CassetteIOError(name, reason)
 
 
 def _parse(path: Path, expected_target: str | None, keep: bool) -> Cassette:
@@ -47,7 +47,7 @@ def load(path: str | os.PathLike[str], *, expected_target: str | None = None) ->
     """Read and fully validate a cassette, keeping its interactions.
 
     Raises:
-        CassetteNotFound, CassetteReadError: the file cannot be read.
+        CassetteNotFound, CassetteIOError: the file cannot be read.
         CassetteFormatError, TargetMismatch: the document is invalid.
     """
     return _parse(Path(path), expected_target, keep=True)
@@ -57,7 +57,7 @@ def verify_file(path: str | os.PathLike[str], *, expected_target: str | None = N
     """Validate a cassette without keeping its interactions (constant memory per record).
 
     Raises:
-        CassetteNotFound, CassetteReadError: the file cannot be read.
+        CassetteNotFound, CassetteIOError: the file cannot be read.
         CassetteFormatError, TargetMismatch: the document is invalid.
     """
     return _parse(Path(path), expected_target, keep=False)
@@ -78,19 +78,19 @@ class WriterLock:
 
         Raises:
             CassetteLocked: another writer holds (or a crashed writer left) the lock.
-            CassetteReadError: the directory cannot be created.
+            CassetteIOError: the directory cannot be created.
         """
         try:
             self.directory.mkdir()
         except FileExistsError:
             raise CassetteLocked(self._name) from None
         except OSError as exc:
-            raise CassetteReadError(self._name, reason_of(exc)) from None
+            raise CassetteIOError(self._name, reason_of(exc)) from None
         try:
             self.marker.write_text(f"pid {os.getpid()}\n", encoding="utf-8")
         except OSError as exc:
             self.directory.rmdir()
-            raise CassetteReadError(self._name, reason_of(exc)) from None
+            raise CassetteIOError(self._name, reason_of(exc)) from None
         self.held = True
 
     def release(self) -> None:
@@ -157,7 +157,7 @@ class CassetteWriter:
 
         Raises:
             CassetteExists: ``create`` lost a race with a writer that ignores the lock.
-            CassetteReadError: the file cannot be opened or written.
+            CassetteIOError: the file cannot be opened or written.
             CassetteStateError: already started or closed.
         """
         if self._file is not None or self._closed:
@@ -182,7 +182,7 @@ class CassetteWriter:
         except FileExistsError:
             raise CassetteExists(self.name) from None
         except OSError as exc:
-            raise CassetteReadError(self.name, reason_of(exc)) from None
+            raise CassetteIOError(self.name, reason_of(exc)) from None
 
     def _sync(self) -> None:
         assert self._file is not None
@@ -197,7 +197,7 @@ class CassetteWriter:
 
         Raises:
             CassetteExists: ``create`` lost a race with a writer that ignores the lock.
-            CassetteReadError: the file cannot be opened, written or synced.
+            CassetteIOError: the file cannot be opened, written or synced.
             CassetteStateError: the writer is closed.
         """
         if self._closed:
@@ -215,7 +215,7 @@ class CassetteWriter:
             self._file.write(b"".join(lines))
             self._sync()
         except OSError as exc:
-            raise CassetteReadError(self.name, reason_of(exc)) from None
+            raise CassetteIOError(self.name, reason_of(exc)) from None
 
     def close(self) -> None:
         """Sync and close the file (if started) and release the lock; idempotent."""
