@@ -149,7 +149,10 @@ class _Host:
                 ready, _, _ = select.select([self.conn.fileno(), self._pidfd], [], [], max(left, 0))
                 if self.conn.fileno() not in ready:
                     return self._lost(offset, timed_out=not ready)
-                chunk = self.conn.recv(1 << 20)
+                try:
+                    chunk = self.conn.recv(1 << 20)
+                except OSError:  # ECONNRESET: the host died with a line of ours unread
+                    chunk = b""
                 if not chunk or len(self._buffer) + len(chunk) > MAX_CONTROL_LINE:
                     return self._lost(offset, timed_out=False)
                 self._buffer += chunk
