@@ -12,6 +12,9 @@ worker; a test marked ``writes_dsh_home`` changes it (``dsh-sidecar install`` in
 the others hold a shared lock on the home for their setup, call and teardown, it holds it
 exclusively, and a turnstile keeps new readers out while it waits (no writer starves).
 
+rc.8 leaves an empty ``dsh-spill-*`` folder in the temporary folder at every boot: the processes
+the tests start get a temporary folder of this pytest process's own (``TMPDIR``), removed at its end.
+
 Modules holding a test marked ``slow`` are collected first, each module's tests still together
 and in their order: under ``pytest -n 2 --dist loadfile`` (``scripts/test``) the long modules
 start at once instead of leaving one worker alone with the last of them.
@@ -20,6 +23,9 @@ start at once instead of leaving one worker alone with the last of them.
 from __future__ import annotations
 
 import fcntl
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +35,25 @@ TESTS = Path(__file__).parent
 NEEDS_HOST = frozenset({"e2e", "examples", "shim"})
 HOME_LOCK = TESTS.parent / ".host" / "dsh-home.lock"
 TURNSTILE = TESTS.parent / ".host" / "dsh-home.turnstile.lock"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # tempfile's own folder is fixed at its first use (pytest's tmp_path is not moved by this).
+    spill = tempfile.mkdtemp(prefix="dsh-tests-tmp-", dir=tempfile.gettempdir())
+    config.stash[_SPILL] = (spill, os.environ.get("TMPDIR"))
+    os.environ["TMPDIR"] = spill
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    spill, before = config.stash[_SPILL]
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    shutil.rmtree(spill, ignore_errors=True)
+
+
+_SPILL = pytest.StashKey[tuple[str, str | None]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
