@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,21 @@ from dsh_sidecar.python_core.session_log import (
     tool_results,
 )
 
-__all__ = ["build_result"]
+__all__ = ["build_result", "refusals"]
+
+# A named refusal as the sidecar or DSH prints it: `dsh-sidecar: INVALID_CONFIG: toolCassette.include: ...`.
+_REFUSAL = re.compile(r"^(?:dsh-sidecar|dsh): ([A-Z][A-Z0-9_]+): (.+)$")
+
+
+def refusals(stderr: str) -> list[Diagnostic]:
+    """The named errors a run printed before its sidecar could report any (a refusal at session
+    start: a config error, a cassette that cannot be opened, a host that would not boot)."""
+    found: list[Diagnostic] = []
+    for line in stderr.splitlines():
+        match = _REFUSAL.match(line.strip())
+        if match is not None and (diagnostic := Diagnostic(match[1], match[2])) not in found:
+            found.append(diagnostic)
+    return found
 
 
 def _sessions(host: HostEnv, report: RunReport) -> tuple[str | None, str | None, list[str], list[dict[str, Any]]]:
@@ -69,6 +84,8 @@ def build_result(host: HostEnv, task: str, report: RunReport | None, code: int, 
             error_code=r.error_code, error_message=r.error_message,
         ))
     errors = [Diagnostic(e.code, e.message) for e in report.errors] if report is not None else []
+    if not errors and report is None and code != 0:
+        errors = refusals(err)
     return RunResult(
         exit_code=code, timed_out=timed_out, duration_ms=duration_ms, task=task, stdout=out, stderr=err,
         final_text=final_text(events) or out.strip(), tool_calls=calls, tool_results=results,

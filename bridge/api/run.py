@@ -233,7 +233,8 @@ def run(
 _ROW_FIX = "dsh-sidecar: fix: " + ConfigError.hint
 _LOGIC_FIELDS = (("toolCassette.faults", "faults"), ("toolCassette.filters", "filters"),
                  ("toolCassette.match", "ignore"), ("toolCassette.allowRedactedReplay", "allow_redacted_replay"),
-                 ("stubs", "stubs"))
+                 ("toolCassette.include", "include"), ("toolCassette.file", "file"),
+                 ("toolCassette.volatile", "volatile"), ("stubs", "stubs"))
 
 
 def _config_fix(stderr: str, hint: str) -> str:

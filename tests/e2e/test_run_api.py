@@ -23,6 +23,7 @@ from weather_service import weather_service
 
 from dsh_sidecar.bridge.api.run import (
     CassetteMissing,
+    Diagnostic,
     Row,
     RunResult,
     SubagentCassette,
@@ -340,3 +341,15 @@ def test_a_new_row_is_inserted_where_an_id_targeted_row_only_warns(tmp_path: Pat
     assert bad.returncode == 2
     assert "--insert-row" in bad.stderr and "value 1: Object missing required field `name`" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_run_refused_at_session_start_has_the_refusal_in_errors_and_a_fix_naming_the_argument(
+    tmp_path: Path,
+) -> None:
+    refused = run("hello", cwd=tmp_path, tool_cassette=ToolCassette(file="t.ndjson", include=[]),
+                  record_mode="once")
+    assert refused.exit_code == 1 and refused.session_id is None
+    assert refused.errors == [Diagnostic("INVALID_CONFIG", "toolCassette.include: must not be empty")]
+    explained = refused.explain()
+    assert explained.count("must not be empty") == 1
+    assert "fix: correct the `include` argument" in explained and "cordis.patch.yml" not in explained

@@ -376,3 +376,19 @@ def test_every_cassette_of_a_test_is_ndjson_and_an_earlier_subagents_jsonl_is_st
     assert runner.cassette("subagents").name == "test_a.subagents.jsonl"
     (tmp_path / "test_a.subagents.ndjson").write_text("")
     assert runner.cassette("subagents").name == "test_a.subagents.ndjson"
+
+
+def test_a_refusal_at_session_start_is_read_from_stderr_once_each_without_fix_lines() -> None:
+    from dsh_sidecar.bridge.api.result import refusals
+
+    stderr = ("dsh-sidecar: INVALID_CONFIG: toolCassette.include: must not be empty\n"
+              "dsh-sidecar: fix: correct that key\n"
+              "dsh-sidecar: INVALID_CONFIG: toolCassette.include: must not be empty\n"
+              "  at Object.<anonymous> (/x.js:1:1)\n"
+              "dsh: MISSING_CREDENTIAL: llm-deepseek: no API key\n"
+              "dsh-sidecar: note without a code\n")
+    assert refusals(stderr) == [
+        Diagnostic("INVALID_CONFIG", "toolCassette.include: must not be empty"),
+        Diagnostic("MISSING_CREDENTIAL", "llm-deepseek: no API key"),
+    ]
+    assert refusals("") == []
