@@ -17,8 +17,10 @@ run writes its own ``--patch`` layer and run report in a private temporary folde
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -226,8 +228,30 @@ def run(
         filtered = plan.kind == "tool" and tool_cassette is not None and bool(tool_cassette.filters)
         summaries[plan.kind] = summarize(plan, count, published, filtered)
     stderr = "".join(f"dsh-sidecar: {note}\n" for note in notes) + _config_fix(outcome.stderr, config_hint)
+    if scratch:
+        # The script's file was this run's own and is gone: name where the script came from.
+        inline = f"<script from {_caller()}>"
+        text = text.replace(json.dumps(scratch[0].name), inline)
+        stderr = stderr.replace(scratch[0].name, inline)
     return build_result(host, text, report, outcome.exit_code, outcome.stdout, stderr, outcome.timed_out,
                         outcome.duration_ms, summaries)
+
+
+_BRIDGE = Path(__file__).resolve().parents[1]  # the run API's callers inside it are skipped
+
+
+def _caller() -> str:
+    """``file:line`` of the first frame outside this package (a test's ``dsh.run(script=...)`` line),
+    relative to the current folder when below it (an absolute path is never printed)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and Path(frame.f_code.co_filename).resolve().is_relative_to(_BRIDGE):
+        frame = frame.f_back
+    path = Path(frame.f_code.co_filename).resolve()
+    try:
+        shown = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        shown = path.name
+    return f"{shown}:{frame.f_lineno}"
 
 
 _ROW_FIX = "dsh-sidecar: fix: " + ConfigError.hint

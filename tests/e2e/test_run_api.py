@@ -353,3 +353,16 @@ def test_a_run_refused_at_session_start_has_the_refusal_in_errors_and_a_fix_nami
     explained = refused.explain()
     assert explained.count("must not be empty") == 1
     assert "fix: correct the `include` argument" in explained and "cordis.patch.yml" not in explained
+
+
+def test_a_failed_inline_script_names_the_line_that_gave_it_not_its_deleted_file(tmp_path: Path) -> None:
+    script = {"type": "dsh-mock-script", "version": 1, "steps": [{"tool": "nope", "args": {}}]}
+    line = sys._getframe().f_lineno + 1
+    failed = run(script=script, cwd=tmp_path, rows=_tools())
+    assert failed.exit_code == 1
+    here = f"<script from {Path(__file__).resolve().relative_to(Path.cwd())}:{line}>"
+    assert failed.task == f"/mock replay {here}"
+    explained = failed.explain()
+    assert explained.startswith(f"dsh run exited 1: /mock replay {here}")
+    assert ".dsh-run-" not in explained and ".dsh-run-" not in failed.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".dsh-run-")] == []
