@@ -48,6 +48,7 @@ from dsh_sidecar.bridge.api.types import (
     SubagentCassette,
     ToolCassette,
 )
+from dsh_sidecar.bridge.api.verdict import PROPERTY, counts, table
 from dsh_sidecar.bridge.api.warm_pool import WarmPool
 from dsh_sidecar.bridge.host.discovery import find_host
 from dsh_sidecar.bridge.host.install import PACKAGE, install_plugin
@@ -93,6 +94,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dsh-all-rows", action="store_true",
         help="Compose every profile row, also those a run cannot use (default: skipped; docs/cold-boot.md).",
     )
+    group.addoption(
+        "--dsh-no-verdict", action="store_true",
+        help="Leave out the verdict table (per dsh test: calls served, recorded, live, missed) at the end of the run.",
+    )
+    parser.addini("dsh_verdict", "print the verdict table of the dsh tests at the end of the run (default: true)",
+                  type="bool", default=True)
     parser.addini("dsh_all_rows", "compose every profile row in dsh runs (default: false, rows a run cannot "
                   "use are skipped; docs/cold-boot.md)", type="bool", default=False)
     parser.addini("dsh_cold", "boot one DSH process per dsh run (default: false, a warm host per xdist "
@@ -416,4 +423,24 @@ def pytest_runtest_makereport(
     runs = item.stash.get(_RUNS, None)
     if runs and report.when == "call" and report.failed:
         report.sections.append(("dsh runs", "\n".join(_run_line(r) for r in runs)))
+    if runs and report.when == "call":
+        report.user_properties.append((PROPERTY, counts(runs)))
     return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if config.getoption("--dsh-no-verdict") or not config.getini("dsh_verdict"):
+        return
+    rows = []
+    for outcome in ("passed", "failed", "error", "xfailed", "xpassed"):
+        for report in terminalreporter.stats.get(outcome, []):
+            if getattr(report, "when", None) != "call":
+                continue
+            for name, value in getattr(report, "user_properties", ()):
+                if name == PROPERTY and isinstance(value, dict):
+                    rows.append((report.nodeid, outcome, value))
+    lines = table(sorted(rows))
+    if lines:
+        terminalreporter.write_sep("=", "dsh-sidecar verdict")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -56,6 +56,18 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
     assert parallel.returncode == 0, parallel.stdout[-3000:]
     assert "2 passed" in parallel.stdout
     assert service.requests == 1
+    # The verdict per test, carried from the xdist workers to the controller.
+    verdict = parallel.stdout.split("dsh-sidecar verdict", 1)[1].splitlines()[1:5]
+    assert verdict[0].split() == ["test", "outcome", "calls", "served", "recorded", "live", "missed", "unconsumed",
+                                  "stood", "up"]
+    assert [line.split() for line in verdict[1:3]] == [
+        [f"{name}::test_paris_weather", "passed", "1", "1", "0", "0", "0", "0", "0"]
+        for name in ("test_weather.py", "test_weather_copy.py")
+    ]
+    assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 missed · "
+                          "0 unconsumed · 0 stood up")
+    assert "1 served" not in first.stdout and "1 recorded · 1 live" in first.stdout
+    assert "dsh-sidecar verdict" not in _pytest(project, "--dsh-no-verdict").stdout
 
 
 def _failure_block(stdout: str) -> list[str]:

@@ -37,9 +37,10 @@ SCRIPTS = {
     "dsh-subagent-cassette": "dsh_sidecar.python_core.subagent_cassette.cli:cli",
 }
 PLUGIN = "dsh_sidecar.bridge.api.pytest_plugin"
-OPTIONS = ["--dsh-all-rows", "--dsh-allow-live-tools", "--dsh-cold", "--dsh-host", "--dsh-record-mode", "--dsh-setup",
-           "--dsh-strict-replay"]
-INI = ["dsh_all_rows", "dsh_allow_live_tools", "dsh_cold", "dsh_patches", "dsh_rows", "dsh_strict_replay"]
+OPTIONS = ["--dsh-all-rows", "--dsh-allow-live-tools", "--dsh-cold", "--dsh-host", "--dsh-no-verdict",
+           "--dsh-record-mode", "--dsh-setup", "--dsh-strict-replay"]
+INI = ["dsh_all_rows", "dsh_allow_live_tools", "dsh_cold", "dsh_patches", "dsh_rows", "dsh_strict_replay",
+       "dsh_verdict"]
 MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict")
 FIXTURES = ["dsh", "dsh_config", "dsh_host", "dsh_warm_pool"]
 COMMANDS = ["add-local-plugin", "host", "install", "mock", "model-cassette", "new-plugin", "run", "sessions",

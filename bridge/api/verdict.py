@@ -1,0 +1,63 @@
+"""The verdict per test at the end of a pytest run: what each dsh test's runs were served from.
+
+A row per test that called ``dsh.run``: its tool calls, the calls its cassettes served, the
+calls they recorded, the tool calls no cassette served (live), the calls a replay could not
+match (missed) and the records it left (unconsumed), and the tools stood up from a cassette.
+The counts travel from an xdist worker to the controller as one ``user_properties`` entry of
+plain ints, so the table is the same with ``-n 2`` as in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from dsh_sidecar.bridge.api.types import CassetteSummary, RunResult
+
+__all__ = ["COLUMNS", "PROPERTY", "counts", "table"]
+
+PROPERTY = "dsh_verdict"
+COLUMNS = ("runs", "calls", "served", "recorded", "live", "missed", "unconsumed", "stood_up")
+
+
+def _summaries(result: RunResult) -> list[CassetteSummary]:
+    return [s for s in (result.tool_cassette, result.subagent_cassette, result.model_cassette) if s is not None]
+
+
+def counts(runs: Sequence[RunResult]) -> dict[str, int]:
+    """One test's counts over its runs (``COLUMNS``)."""
+    out = dict.fromkeys(COLUMNS, 0)
+    for result in runs:
+        out["runs"] += 1
+        out["calls"] += len(result.tool_calls)
+        for summary in _summaries(result):
+            out["served"] += summary.consumed if summary.mode == "replay" else 0
+            out["recorded"] += summary.recorded if summary.mode == "record" else 0
+            out["missed"] += summary.missed
+            out["unconsumed"] += summary.unconsumed
+            out["stood_up"] += len(summary.stood_up)
+        tool = result.tool_cassette
+        served = 0 if tool is None else tool.consumed if tool.mode == "replay" else 0
+        out["live"] += max(len(result.tool_calls) - served, 0)
+    return out
+
+
+def table(rows: Iterable[tuple[str, str, dict[str, int]]]) -> list[str]:
+    """The verdict lines: a header, a row per (nodeid, outcome, counts), and the totals."""
+    rows = list(rows)
+    if not rows:
+        return []
+    width = max(len("test"), *(len(nodeid) for nodeid, _, _ in rows))
+    heads = ("outcome", *COLUMNS[1:])
+    lines = ["  ".join(["test".ljust(width), *(h.replace("_", " ").rjust(max(len(h), 7)) for h in heads)])]
+    totals = dict.fromkeys(COLUMNS, 0)
+    for nodeid, outcome, values in rows:
+        cells = [outcome.rjust(7), *(str(values.get(c, 0)).rjust(max(len(c), 7)) for c in COLUMNS[1:])]
+        lines.append("  ".join([nodeid.ljust(width), *cells]))
+        for column in COLUMNS:
+            totals[column] += values.get(column, 0)
+    lines.append(
+        f"{len(rows)} dsh tests · {totals['runs']} runs · {totals['calls']} tool calls · {totals['served']} served · "
+        f"{totals['recorded']} recorded · {totals['live']} live · {totals['missed']} missed · "
+        f"{totals['unconsumed']} unconsumed · {totals['stood_up']} stood up"
+    )
+    return lines
