@@ -1,8 +1,9 @@
 """The verdict per test at the end of a pytest run: what each dsh test's runs were served from.
 
 A row per test that called ``dsh.run``: its tool calls, the calls its cassettes served, the
-calls they recorded, the tool calls no cassette served (live), the calls a replay could not
-match (missed) and the records it left (unconsumed), and the tools stood up from a cassette.
+calls they recorded, the tool calls that ran for real (live: neither served nor refused by a
+cassette), the calls a replay could not match (mismatched) and the records it left
+(unconsumed), and the tools stood up from a cassette.
 The counts travel from an xdist worker to the controller as one ``user_properties`` entry of
 plain ints, so the table is the same with ``-n 2`` as in one process.
 """
@@ -16,7 +17,13 @@ from dsh_sidecar.bridge.api.types import CassetteSummary, RunResult
 __all__ = ["COLUMNS", "PROPERTY", "counts", "table"]
 
 PROPERTY = "dsh_verdict"
-COLUMNS = ("runs", "calls", "served", "recorded", "live", "missed", "unconsumed", "stood_up")
+COLUMNS = ("runs", "calls", "served", "recorded", "live", "mismatched", "unconsumed", "stood_up")
+# A tool call the sidecar answered with one of these did not run: it was refused in its place.
+_MISMATCH = frozenset({"CASSETTE_MISMATCH", "CASSETTE_EXTRA_CALL"})
+
+
+def _refused(code: str | None) -> bool:
+    return code is not None and (code.startswith("CASSETTE_") or code == "LIVE_TOOL_BLOCKED")
 
 
 def _summaries(result: RunResult) -> list[CassetteSummary]:
@@ -32,12 +39,14 @@ def counts(runs: Sequence[RunResult]) -> dict[str, int]:
         for summary in _summaries(result):
             out["served"] += summary.consumed if summary.mode == "replay" else 0
             out["recorded"] += summary.recorded if summary.mode == "record" else 0
-            out["missed"] += summary.missed
+            out["mismatched"] += summary.missed if summary.kind != "tool" else 0
             out["unconsumed"] += summary.unconsumed
             out["stood_up"] += len(summary.stood_up)
+        refused = [r.error_code for r in result.tool_results if _refused(r.error_code)]
+        out["mismatched"] += sum(code in _MISMATCH for code in refused)
         tool = result.tool_cassette
         served = 0 if tool is None else tool.consumed if tool.mode == "replay" else 0
-        out["live"] += max(len(result.tool_calls) - served, 0)
+        out["live"] += max(len(result.tool_calls) - served - len(refused), 0)
     return out
 
 
@@ -57,7 +66,7 @@ def table(rows: Iterable[tuple[str, str, dict[str, int]]]) -> list[str]:
             totals[column] += values.get(column, 0)
     lines.append(
         f"{len(rows)} dsh tests · {totals['runs']} runs · {totals['calls']} tool calls · {totals['served']} served · "
-        f"{totals['recorded']} recorded · {totals['live']} live · {totals['missed']} missed · "
+        f"{totals['recorded']} recorded · {totals['live']} live · {totals['mismatched']} mismatched · "
         f"{totals['unconsumed']} unconsumed · {totals['stood_up']} stood up"
     )
     return lines

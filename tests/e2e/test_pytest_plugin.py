@@ -58,13 +58,13 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
     assert service.requests == 1
     # The verdict per test, carried from the xdist workers to the controller.
     verdict = parallel.stdout.split("dsh-sidecar verdict", 1)[1].splitlines()[1:5]
-    assert verdict[0].split() == ["test", "outcome", "calls", "served", "recorded", "live", "missed", "unconsumed",
-                                  "stood", "up"]
+    assert verdict[0].split() == ["test", "outcome", "calls", "served", "recorded", "live", "mismatched",
+                                  "unconsumed", "stood", "up"]
     assert [line.split() for line in verdict[1:3]] == [
         [f"{name}::test_paris_weather", "passed", "1", "1", "0", "0", "0", "0", "0"]
         for name in ("test_weather.py", "test_weather_copy.py")
     ]
-    assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 missed · "
+    assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 mismatched · "
                           "0 unconsumed · 0 stood up")
     assert "1 served" not in first.stdout and "1 recorded · 1 live" in first.stdout
     assert "dsh-sidecar verdict" not in _pytest(project, "--dsh-no-verdict").stdout
@@ -73,7 +73,7 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
 def _failure_block(stdout: str) -> list[str]:
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if "test_paris_weather" in line and line.startswith("_"))
-    end = next(i for i, line in enumerate(lines) if "short test summary" in line)
+    end = next(i for i, line in enumerate(lines) if "dsh-sidecar verdict" in line or "short test summary" in line)
     return lines[start + 1:end]
 
 
@@ -91,6 +91,8 @@ def test_a_failed_replay_says_which_call_differed_and_how_to_re_record(tmp_path:
     assert "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0: args sha256:" in text
     assert "to re-record: pytest test_weather.py::test_paris_weather --dsh-record-mode all" in text
     assert not [line for line in block if "CASSETTE" in line and "Rome" in line]
+    verdict = failed.stdout.split("dsh-sidecar verdict", 1)[1].splitlines()
+    assert verdict[2].split() == ["test_weather.py::test_paris_weather", "failed", "1", "0", "0", "0", "1", "1", "0"]
     assert "    at " not in text
 
 
