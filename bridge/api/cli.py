@@ -21,6 +21,7 @@ import msgspec
 
 from dsh_sidecar.bridge.api.run import run
 from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
+from dsh_sidecar.bridge.api.session_index import SESSION_INDEX, IndexedRun
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -486,20 +487,69 @@ def sessions() -> None:
 @_DSH_HOME
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the summaries as JSON.")
-def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool) -> None:
-    """The sessions of CWD, newest first (a log that cannot be read is named on stderr and skipped)."""
-    found = _session_logs(_sessions_home(dsh_home), cwd)[:limit]
+@click.option("--last-run", is_flag=True,
+              help="The sessions of the last pytest run whose rootdir is CWD (each with its test's node id).")
+@click.option("--test", default=None, metavar="NODEID",
+              help="The sessions of one test of the last pytest run (a module or class prefix: each of its tests).")
+def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool, last_run: bool,
+                  test: str | None) -> None:
+    """The sessions of CWD, newest first (a log that cannot be read is named on stderr and skipped);
+    with --last-run or --test, the sessions the last pytest run in CWD (its rootdir) ran."""
+    home = _sessions_home(dsh_home)
+    index = Path(cwd) / SESSION_INDEX
+    tests: list[str | None]
+    if last_run or test is not None:
+        runs = _indexed_runs(index, test)
+        found = []
+        tests = []
+        for run in runs:
+            folder = _session_folder(home, run.cwd, run.session) if run.session else None
+            log = _read_log(folder) if folder is not None else None
+            if isinstance(log, SidecarError):
+                click.echo(f"dsh-sidecar: {log}; skipped", err=True)
+            elif log is not None:
+                found.append(log)
+                tests.append(run.nodeid)
+        found, tests = found[:limit], tests[:limit]
+    else:
+        found = _session_logs(home, cwd)[:limit]
+        tests = [None] * len(found)
     if as_json:
         click.echo(msgspec.json.encode([s for s, _, _ in found]).decode())
         return
     if not found:
-        click.echo("no sessions for this folder", err=True)
+        hint = "" if last_run or test is not None or not index.is_file() else (
+            "; a pytest run's sessions ran in its temporary folders: dsh-sidecar sessions list --last-run")
+        click.echo(f"no sessions for this {'test' if test is not None else 'run' if last_run else 'folder'}{hint}",
+                   err=True)
         return
-    for s, _, _ in found:
+    for (s, _, _), nodeid in zip(found, tests, strict=True):
         ends = ",".join(s.end_reasons) or "-"
         mock = f" mock:{s.mock_state}" if s.mock_state else ""
+        where = f"  {nodeid}" if nodeid is not None else ""
         click.echo(f"{s.session_id}  {_when(s.created_at)}  turns:{s.turns} end:{ends} tools:{s.tool_calls}"
-                   f" errors:{s.tool_errors}{mock}  {s.task[:60]!r}")
+                   f" errors:{s.tool_errors}{mock}  {s.task[:60]!r}{where}")
+
+
+def _indexed_runs(index: Path, test: str | None) -> list[IndexedRun]:
+    """The index's runs (of ``test``: its node id, a parametrized case of it, or a module or class
+    prefix); a line that is not a run is skipped (the file is ours, written by the plugin)."""
+    try:
+        lines = index.read_bytes().splitlines()
+    except FileNotFoundError:
+        _fail(SessionNotFound(f"no pytest run is indexed in this folder ({SESSION_INDEX}); run pytest here, "
+                              "or pass --cwd ROOTDIR"))
+    except OSError as exc:
+        _fail(SessionLogUnreadable(f"{SESSION_INDEX}: {reason_of(exc)}"))
+    runs = []
+    for line in lines:
+        try:
+            runs.append(msgspec.json.decode(line, type=IndexedRun))
+        except msgspec.DecodeError:
+            continue
+    if test is None:
+        return runs
+    return [r for r in runs if r.nodeid == test or r.nodeid.startswith((test + "[", test + "::"))]
 
 
 @sessions.command("show")

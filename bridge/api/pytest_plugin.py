@@ -33,6 +33,7 @@ import msgspec
 import pytest
 
 from dsh_sidecar.bridge.api.run import FAULTS_LEFT_OUT, run
+from dsh_sidecar.bridge.api.session_index import SESSION_INDEX, IndexedRun, append_run
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -246,6 +247,7 @@ class DshRunner:
                                   or marked.get("strict") is True)
         self.nodeid = request.node.nodeid
         self.runs: list[RunResult] = []
+        self.index = config.rootpath / SESSION_INDEX
 
     def cassette(self, kind: str, index: int | None = None) -> Path:
         """The cassette path of this test's run ``index`` (1-based; default: the next run)."""
@@ -323,6 +325,7 @@ class DshRunner:
         if missing is not None:  # outside the handler: pytest would print the error twice
             pytest.fail(missing, pytrace=False)
         self.runs.append(result)
+        append_run(self.index, IndexedRun(self.nodeid, result.session_id, str(self.cwd), result.exit_code))
         if check and not result.ok:
             pytest.fail(result.explain(f"pytest {self.nodeid} --dsh-record-mode all"), pytrace=False)
         for line in _recorded_failures(result):
@@ -339,6 +342,11 @@ class DshRunner:
 _DIVERGED_LINE = "dsh-sidecar: warning: REPLAY_DIVERGED: "
 _LEFT_OUT = f"dsh-sidecar: {FAULTS_LEFT_OUT}: "
 _FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT_CHILD_FAILED: ")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or the only process)
+        (session.config.rootpath / SESSION_INDEX).unlink(missing_ok=True)
 
 
 def _recorded_failures(result: RunResult) -> list[str]:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dshrun import ROOT, user_project, user_pytest
+from dshrun import DSH_HOME, ROOT, user_project, user_pytest
 from weather_service import weather_service
 
 EXAMPLE = ROOT / "tests" / "examples" / "test_weather.py"
@@ -67,6 +67,19 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
     assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 mismatched · "
                           "0 unconsumed · 0 stood up")
     assert "1 served" not in first.stdout and "1 recorded · 1 live" in first.stdout
+    # The last pytest run's sessions are found from the project folder, by run or by test.
+    cli = [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "sessions", "list", "--dsh-home", str(DSH_HOME)]
+    listed = subprocess.run([*cli, "--last-run"], cwd=project, capture_output=True, text=True, check=True)
+    lines = listed.stdout.splitlines()
+    assert sorted(line.split()[-1] for line in lines) == [
+        "test_weather.py::test_paris_weather", "test_weather_copy.py::test_paris_weather"]
+    assert all(line.startswith("session-") for line in lines)
+    one = subprocess.run([*cli, "--test", "test_weather_copy.py"], cwd=project, capture_output=True, text=True,
+                         check=True)
+    assert [line.split()[-1] for line in one.stdout.splitlines()] == ["test_weather_copy.py::test_paris_weather"]
+    shown = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "sessions", "show", "--dsh-home",
+                            str(DSH_HOME), one.stdout.split()[0]], cwd=project, capture_output=True, text=True)
+    assert shown.returncode == 0 and "weather_lookup" in shown.stdout, shown.stderr
     assert "dsh-sidecar verdict" not in _pytest(project, "--dsh-no-verdict").stdout
 
 
