@@ -503,7 +503,10 @@ def sessions_list(cwd: str, dsh_home: Path | None, limit: int, as_json: bool, la
         found = []
         tests = []
         for run in runs:
-            folder = _session_folder(home, run.cwd, run.session) if run.session else None
+            try:
+                folder = _session_folder(home, run.cwd, run.session) if run.session else None
+            except ValueError:  # a NUL in a hand-edited line's folder: no such session
+                folder = None
             log = _read_log(folder) if folder is not None else None
             if isinstance(log, SidecarError):
                 click.echo(f"dsh-sidecar: {log}; skipped", err=True)

@@ -189,3 +189,27 @@ def test_fuzz_sessions_list_and_show_exit_0_or_1_with_named_lines(tmp_path: Path
             assert shown.exception is None or isinstance(shown.exception, SystemExit), shown.exception
             lines = shown.stderr.splitlines()
             assert (shown.exit_code, len(lines)) in ((0, 0), (1, 1)) and all(NAMED.fullmatch(x) for x in lines)
+
+
+def test_fuzz_the_pytest_session_index_never_gives_a_traceback(tmp_path: Path) -> None:
+    # 200 mutated indexes (the plugin's lines, cut, retyped, with bytes flipped): --last-run and
+    # --test list what decodes, skip the rest, and fail only by name.
+    rng = random.Random(SEED)
+    good = [json.dumps({"nodeid": f"t.py::t{i}", "session": f"session-{i}", "cwd": str(tmp_path / f"w{i}"),
+                        "exit": 0}).encode() for i in range(4)]
+    good.append(json.dumps({"nodeid": "t.py::t1", "session": "s", "cwd": "a\u0000b", "exit": 1}).encode())
+    index = tmp_path / ".dsh-sidecar" / "pytest-sessions.jsonl"
+    index.parent.mkdir()
+    home = tmp_path / "home"
+    for case in range(200):
+        lines = [bytearray(rng.choice(good)) for _ in range(rng.randint(0, 5))]
+        for line in lines:
+            for _ in range(rng.randint(0, 3)):
+                at = rng.randrange(len(line))
+                line[at:at + rng.randint(0, 4)] = bytes(rng.randrange(256) for _ in range(rng.randint(0, 4)))
+        index.write_bytes(b"\n".join(lines))
+        for args in (["--last-run"], ["--test", "t.py::t1"], ["--last-run", "--json"]):
+            result = CliRunner().invoke(sidecar, ["sessions", "list", "--cwd", str(tmp_path), "--dsh-home", str(home),
+                                                  *args])
+            assert result.exception is None or isinstance(result.exception, SystemExit), (SEED, case, result.output)
+            assert result.exit_code in (0, 1), (SEED, case, result.output)
