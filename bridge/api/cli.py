@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import click
 import msgspec
@@ -36,15 +36,18 @@ from dsh_sidecar.bridge.host.discovery import HOST_ENV_VAR, HostNotFound, defaul
 from dsh_sidecar.bridge.host.install import PACKAGE, install_package, install_plugin, record_local_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, find_node, host_env
 from dsh_sidecar.python_core import __version__
+from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.files import reason_of
+from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.session_log import (
     LOG_NAMES,
     SessionLogInvalid,
     SessionSummary,
+    SessionToolResult,
     decode_session_log,
     encode_segment,
     mock_statuses,
@@ -596,16 +599,55 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
     click.echo(f"log:     {path}")
     click.echo(f"task:    {summary.task[:200]!r}")
     click.echo(f"turns:   {summary.turns} (end: {', '.join(summary.end_reasons) or '-'})")
-    names = {c.call_id: c.tool for c in calls}
+    width = max(shutil.get_terminal_size().columns, 60)
+    by_call = {r.call_id: r for r in results}
     for c in calls:
+        # The call tree: each call with its arguments and its result (credentials filtered: a log
+        # keeps what the tool got), cut to the terminal's width; an error's line is shown whole.
         click.echo(f"call     {c.call_id} {c.tool} (turn {c.turn}, step {c.step})")
-    for r in results:
-        state = f"error {r.error_code or ''}".rstrip() if r.is_error else "ok"
-        click.echo(f"result   {r.call_id} {names.get(r.call_id, '?')}: {state}: {r.output[:120]!r}")
+        click.echo(_cut(f"  args   {_shown(c.arguments, c.tool, 'args')}", width))
+        r = by_call.pop(c.call_id, None)
+        if r is not None:
+            click.echo(_result_line(r, width))
+    for r in by_call.values():  # a result whose call the log does not hold
+        click.echo(_result_line(r, width, orphan=True))
     for m in statuses:
         click.echo(f"mock     {m.state} steps {m.steps_completed}/{m.step_count}"
                    + (f" {m.error_code}" if m.error_code else ""))
     click.echo(f"final:   {summary.final_text[:200]!r}")
+
+
+_CREDENTIALS = Filters(parse_filters(["credentials"], "sessions show"))
+
+
+def _shown(value: object, tool: str, where: Literal["args", "result"]) -> str:
+    """``value`` as one line of JSON with credentials replaced (text that is not JSON as is)."""
+    if isinstance(value, str):
+        return value.replace("\n", "\\n")
+    return json.dumps(_CREDENTIALS.apply(value, tool=tool, where=where), ensure_ascii=False, separators=(",", ":"))
+
+
+def _cut(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def _result_line(r: SessionToolResult, width: int, *, orphan: bool = False) -> str:
+    head = f"result   {r.call_id}: " if orphan else "  result "
+    if r.is_error:
+        code = f" {r.error_code}" if r.error_code else ""
+        return f"{head}error{code}: {r.output}".replace("\n", "\\n")  # whole: an error is read to its end
+    return _cut(f"{head}ok: {_shown(_json_or_text(r.output), '', 'result')}", width)
+
+
+def _json_or_text(text: str) -> object:
+    """A JSON object or array the tool's renderer printed, decoded (so its credentials are
+    filtered); any other text as is."""
+    if not text.lstrip().startswith(("{", "[")) or too_deep(text):
+        return text
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return text
 
 
 def _last_written(folder: Path) -> float:

@@ -315,7 +315,7 @@ def test_sessions_list_and_show_find_the_last_run_without_ls(tmp_path: Path) -> 
     assert shown["summary"]["session_id"] == second.session_id
     assert [(c["tool"], c["arguments"]) for c in shown["tool_calls"]] == [("broken", {})]
     text = _sessions("show", str(first.session_id), cwd=tmp_path).stdout
-    assert "result   mock-1-1-0 echo: ok: 'echo:one'" in text
+    assert 'call     mock-1-1-0 echo (turn 1, step 1)\n  args   {"text":"one"}\n  result ok: echo:one\n' in text
     missing = _sessions("show", "session-nope", cwd=tmp_path)
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,36 @@ def test_prune_removes_sessions_by_age_and_by_folder_and_dry_run_removes_nothing
     code, out, err = _invoke("prune", "--dsh-home", str(home))
     assert code == 0 and sorted(line.split()[1] for line in out.splitlines()) == ["session-new", "session-other"]
     assert err == "2 session(s) removed, 0 kept\n"
+
+
+def test_show_prints_each_call_with_its_arguments_and_result_credentials_filtered_and_errors_whole(
+    tmp_path: Path,
+) -> None:
+    home, sid = tmp_path / "home", "session-tree"
+    call = {"type": "tool/call", "data": {"callId": "c1", "name": "login", "turn": 1, "step": 1,
+                                         "arguments": json.dumps({"user": "ann", "api_key": "sk-canary-123"})}}
+
+    def result(call_id: str, text: str, error: dict[str, str] | None = None) -> dict[str, object]:
+        block = {"type": "tool-result", "toolCallId": call_id, "isError": error is not None,
+                 "content": [{"type": "text", "text": text}]}
+        return {"type": "tool/result", "data": {"message": {"content": [block]}, **({"error": error} or {})}}
+
+    second = {"type": "tool/call", "data": {"callId": "c2", "name": "fetch", "turn": 1, "step": 2,
+                                           "arguments": json.dumps({"url": "u" * 400})}}
+    failure = "CASSETTE_MISMATCH: fetch at root/1, ordinal 1: args sha256:" + "ab" * 40 + " differ from recorded"
+    _log(home, tmp_path, sid, _header(sid, tmp_path), json.dumps(call),
+         json.dumps(result("c1", json.dumps({"token": "sk-canary-123", "ok": True}))), json.dumps(second),
+         json.dumps(result("c2", failure, {"code": "CASSETTE_MISMATCH", "message": "x"})))
+
+    code, out, err = _invoke("show", sid, "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    at = lines.index("call     c1 login (turn 1, step 1)")
+    assert lines[at + 1] == '  args   {"user":"ann","api_key":"[redacted]"}'
+    assert lines[at + 2] == '  result ok: {"token":"[redacted]","ok":true}'
+    assert lines[at + 3] == "call     c2 fetch (turn 1, step 2)"
+    # Cut to the terminal's width (at least 60 columns), the last character an ellipsis.
+    assert lines[at + 4].endswith("…") and len(lines[at + 4]) == max(shutil.get_terminal_size().columns, 60)
+    assert lines[at + 5] == f"  result error CASSETTE_MISMATCH: {failure}"
+    assert "sk-canary-123" not in out
