@@ -1,6 +1,7 @@
 """Fuzz: mutated tool cassettes through the verifier and the ``dsh-tool-cassette`` CLI.
 
-10,000 mutations of a valid recording holding a tool definition (bit flips, cut, doubled and swapped lines, deep
+6,000 mutations (DSH_FUZZ_CASES) of a valid recording holding a tool definition (bit flips, cut,
+doubled and swapped lines, deep
 nesting, lone surrogates, NULs, huge numbers; every 20th first gives the header's ``version``
 another JSON shape: an object, an array, a string) go through ``verify`` and ``inspect``: every
 one is valid or a named error on one line with exit 1, never a traceback. Seed: the ``fuzz``
@@ -9,6 +10,7 @@ fixture prints it.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,9 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.cli import main
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 
-pytestmark = pytest.mark.slow  # 10,000 mutated files through the CLI
+pytestmark = pytest.mark.slow  # 6,000 mutated files through the CLI (DSH_FUZZ_CASES)
 
-N = 10_000
+N = int(os.environ.get("DSH_FUZZ_CASES", "6000"))  # per generator; scripts/test keeps the default
 # Header versions of every JSON type: an object once reached a set lookup (TypeError).
 HEADER_VERSIONS = [b"{}", b"[]", b'{"v":3}', b"[3]", b"true", b"null", b'"3"', b"3.0", b"-0", b"1e400"]
 
