@@ -36,7 +36,7 @@ __all__ = ["SidecarConfig", "parse_sidecar_config"]
 
 _TOP_LEVEL = (
     "python", "toolCassette", "mock", "subagentCassette", "modelCassette", "trace", "report", "stubs", "liveTools",
-    "warm", "strictReplay",
+    "warm", "strictReplay", "traceValues",
 )
 # A standalone tool cassette plugin takes these three keys as its whole row config; here one row
 # serves every feature, so they sit in the row's `toolCassette` section.
@@ -66,6 +66,8 @@ class SidecarConfig(ConfigSection, frozen=True, kw_only=True):
     """Tools allowed to run live with no cassette serving them (``*``: all); ``None``: no guard."""
     warm: str | None = None
     """A warm host's control socket (docs/warm-host.md): sessions bring their own config."""
+    trace_values: bool = False
+    """The hook log (``trace``) also holds a model mismatch's request views (the run API's trace)."""
     strict_replay: bool = False
     """A replay that diverged from its recording (``REPLAY_DIVERGED``) fails the run; else a warning."""
 
@@ -114,6 +116,11 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
     strict = raw.get("strictReplay", False)
     if not isinstance(strict, bool):
         raise ConfigError("strictReplay", "must be true or false")
+    values = raw.get("traceValues", False)
+    if not isinstance(values, bool):
+        raise ConfigError("traceValues", "must be true or false")
+    if values and trace is None:
+        raise ConfigError("traceValues", "needs trace: the file the values go to")
     mock = raw.get("mock")
     parsed_mock = MockConfig() if mock is None else parse_mock(mock)
     trace_path = None if trace is None else os.path.join(cwd, trace)
@@ -137,6 +144,7 @@ def parse_sidecar_config(raw: Mapping[str, Any], *, cwd: str) -> SidecarConfig:
         live_tools=None if live is None else tuple(live),
         warm=warm,
         strict_replay=strict,
+        trace_values=values,
     )
     if config.model_cassette is not None:
         check_path("modelCassette.file", config.model_cassette.file,

@@ -319,11 +319,13 @@ def new_plugin(name: str, parent: Path) -> None:
               help="Compose every profile row, also those the run cannot use (docs/cold-boot.md).")
 @click.option("--strict-replay", is_flag=True,
               help="A replay that diverged from its recording (REPLAY_DIVERGED) fails the run (default: a warning).")
+@click.option("--trace", "trace", default=None, metavar="PATH",
+              help="Write the run's trace page there, its JSON beside it (docs/trace.md).")
 def run_command(
     task: str | None, tool_file: str | None, include: tuple[str, ...], subagent_file: str | None,
     model_file: str | None, script: str | None, wait_ms: int | None, record_mode: RecordMode,
     patches: tuple[str, ...], inserted: tuple[str, ...], cwd: str | None, timeout: float, as_json: bool,
-    config_file: str | None, all_rows: bool, strict_replay: bool,
+    config_file: str | None, all_rows: bool, strict_replay: bool, trace: str | None,
 ) -> None:
     """Run one headless DSH turn with cassettes; exit with the run's exit code.
 
@@ -340,8 +342,8 @@ def run_command(
         raise click.UsageError("--tool-cassette and --include go together")
     rows = [_inserted_row(text, n) for n, text in enumerate(inserted, 1)]
     # Paths on the command line are relative to the shell's directory, as everywhere else.
-    tool_file, subagent_file, model_file, script = (
-        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, model_file, script)
+    tool_file, subagent_file, model_file, script, trace = (
+        None if p is None else os.path.abspath(p) for p in (tool_file, subagent_file, model_file, script, trace)
     )
     logic = _logic(config_file)
     tool_cassette = None if tool_file is None else ToolCassette(file=tool_file, include=list(include))
@@ -354,7 +356,7 @@ def run_command(
             model_cassette=None if model_file is None else ModelCassette(file=model_file),
             record_mode=record_mode, patches=patches, rows=rows, cwd=cwd, timeout=timeout,
             record_hint="record it with `--record-mode once`", skip_unused_rows=not all_rows,
-            strict_replay=strict_replay,
+            strict_replay=strict_replay, trace=trace,
             config_hint="correct the `{key}` key of the --config file",
         )
     except SidecarError as exc:
@@ -368,6 +370,8 @@ def run_command(
             if summary is not None and summary.mode == "record":
                 state = "published" if summary.published else "NOT published (old cassette untouched)"
                 click.echo(f"dsh-sidecar run: {summary.kind} cassette {summary.file} {state}", err=True)
+        if result.trace is not None:
+            click.echo(f"dsh-sidecar run: trace {_shown_path(result.trace)}", err=True)
         if result.timed_out:
             click.echo(f"dsh-sidecar run: TIMEOUT: the run passed {timeout:g} s and was killed", err=True)
     sys.exit(EXIT_TIMEOUT if result.timed_out else result.exit_code)
@@ -700,3 +704,12 @@ main.add_command(mock_cli, "mock")
 main.add_command(model_cassette_cli, "model-cassette")
 main.add_command(subagent_cassette_cli, "subagent-cassette")
 main.add_command(tool_cassette_cli, "tool-cassette")
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to this folder when below it (a terminal line never shows an absolute path
+    it does not need)."""
+    try:
+        return os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+    except ValueError:
+        return path

@@ -29,9 +29,12 @@ from typing import Any
 import msgspec
 
 from dsh_sidecar.bridge.api.compose import compose, script_task
-from dsh_sidecar.bridge.api.functions import function_reference
+from dsh_sidecar.bridge.api.functions import filter_entry, function_reference
 from dsh_sidecar.bridge.api.plan import CassettePlan, plan_cassette, publish, summarize
 from dsh_sidecar.bridge.api.result import build_result
+from dsh_sidecar.bridge.api.trace.build import RunSources, read_hook_log
+from dsh_sidecar.bridge.api.trace.collect import TraceLater, redactor_for, write_runs
+from dsh_sidecar.bridge.api.trace.redact import Redactor
 from dsh_sidecar.bridge.api.transport import ColdTransport, Transport, WarmTransport, warm_suits
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
@@ -103,7 +106,8 @@ def run(
     rows: Sequence[Row] = (),
     patches: Sequence[str | os.PathLike[str]] = (),
     mock: Mapping[str, Any] | None = None,
-    trace: str | None = None,
+    trace: str | os.PathLike[str] | TraceLater | None = None,
+    hook_log: str | None = None,
     cwd: str | os.PathLike[str] | None = None,
     host: HostEnv | None = None,
     profile: str = "headless",
@@ -130,7 +134,10 @@ def run(
             (re-record; the old cassette is replaced only by a complete recording).
         rows: other profile rows to enable with their config; ``patches``: more ``--patch`` files,
             applied before the run's own layer (so ``rows`` win over them).
-        mock: the sidecar's ``mock`` section; ``trace``: a trace file (relative to ``cwd``).
+        mock: the sidecar's ``mock`` section.
+        trace: write this run's trace page there (relative to ``cwd``; its JSON beside it, ``x.html`` →
+            ``x.json``; docs/trace.md), or keep its sources in a ``TraceLater`` to write when a test fails.
+        hook_log: the sidecar's structural hook log (one line per hook, no values), relative to ``cwd``.
         cwd: the DSH working directory (default: the current one).
         host: the DSH host (default: ``find_host(cwd)``); ``env``: extra environment variables.
         timeout: seconds before the run's process group is terminated (``timed_out`` is set).
@@ -176,9 +183,14 @@ def run(
         sidecar["strictReplay"] = True
     if mock is not None:
         sidecar["mock"] = dict(mock)
-    if trace is not None:
-        sidecar["trace"] = trace
+    if hook_log is not None:
+        sidecar["trace"] = hook_log
     private = Path(tempfile.mkdtemp(prefix="dsh-run-"))
+    hooks_file = None
+    if trace is not None:
+        hooks_file = workdir / hook_log if hook_log is not None else private / "hooks.jsonl"
+        sidecar["trace"] = str(hooks_file)
+        sidecar["traceValues"] = True
     scratch: list[Path] = []
     try:
         text = task if task is not None else script_task(script, workdir, overwrite_wait_time_ms, scratch)  # type: ignore[arg-type]
@@ -200,6 +212,7 @@ def run(
                 break
         assert outcome is not None  # the cold transport takes every run
         report = read_report(str(report_path))
+        hooks = [] if hooks_file is None else read_hook_log(hooks_file)
     finally:
         shutil.rmtree(private, ignore_errors=True)
         for file in scratch:
@@ -233,8 +246,40 @@ def run(
         inline = f"<script from {_caller()}>"
         text = text.replace(json.dumps(scratch[0].name), inline)
         stderr = stderr.replace(scratch[0].name, inline)
-    return build_result(host, text, report, outcome.exit_code, outcome.stdout, stderr, outcome.timed_out,
-                        outcome.duration_ms, summaries)
+    result = build_result(host, text, report, outcome.exit_code, outcome.stdout, stderr, outcome.timed_out,
+                          outcome.duration_ms, summaries)
+    if trace is None:
+        return result
+    sources = RunSources(result=result, hooks=hooks, label=_caller_label(text),
+                         cassette_files={p.kind: p.target for p in plans},
+                         redactor=_trace_redactor(tool_cassette, model_cassette))
+    if isinstance(trace, TraceLater):
+        trace.add(sources)
+        return result
+    page = workdir / trace
+    write_runs([sources], page, title=f"dsh run: {text[:80]}", outcome="passed" if result.ok else "failed")
+    return msgspec.structs.replace(result, trace=str(page))
+
+
+def _caller_label(task: str) -> str:
+    """A run's heading in a trace: where the test called ``run()`` and what it asked."""
+    return f"{_caller()}: {task[:120]}"
+
+
+def _trace_redactor(tool_cassette: ToolCassette | None, model_cassette: ModelCassette | None) -> Redactor:
+    """The filters a trace applies: the cassettes' own, the credential filter always."""
+    entries: list[Any] = []
+    functions: dict[str, Callable[[Any], Any]] = {}
+    if tool_cassette is not None:
+        for index, entry in enumerate(tool_cassette.filters):
+            row = filter_entry(index, entry)
+            function = entry if callable(entry) else entry.get("call") if isinstance(entry, Mapping) else None
+            if callable(function) and isinstance(row, Mapping):
+                functions[str(row["call"])] = function
+            entries.append(row)
+    if model_cassette is not None:
+        entries.extend(e for e in model_cassette.options.get("filters") or () if e != "credentials")
+    return redactor_for(entries, functions)
 
 
 _BRIDGE = Path(__file__).resolve().parents[1]  # the run API's callers inside it are skipped

@@ -255,6 +255,8 @@ class RunResult(msgspec.Struct, frozen=True, kw_only=True):
     session_path: str | None
     child_session_ids: list[str]
     events: list[dict[str, Any]]
+    trace: str | None = None
+    """The trace page this run wrote (``run(trace=PATH)``; docs/trace.md), its JSON beside it."""
 
     @property
     def ok(self) -> bool:

@@ -22,7 +22,7 @@ from dsh_sidecar.bridge.transport.line_writer import LineWriter
 from dsh_sidecar.bridge.transport.protocol import Empty, ModelDecision, ModelRecordedParams, ModelRequestParams
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette import CloseReport, Forward, ModelCassetteConfig, ModelCassetteEngine, Pass
-from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut
+from dsh_sidecar.python_core.model_cassette.errors import ModelCallLeftOut, ModelCassetteMismatch
 from dsh_sidecar.python_core.model_cassette.initiator import delegation_depth
 
 __all__ = ["ModelHooks"]
@@ -69,21 +69,25 @@ class ModelHooks:
     def _decide(self, params: ModelRequestParams) -> ModelDecision:
         if self.children_owned and delegation_depth(params.initiator) > 0:
             return ModelDecision(action="pass")
+        where = {"session": params.sessionId, "purpose": params.request.get("purpose")}
         try:
             decision = self.cassette.admit(params.request)
         except ModelCallLeftOut as error:
-            self.trace.write("model/request", action="left-out", error=error.code)
+            self.trace.write("model/request", action="left-out", error=error.code, **where)
             raise
         except SidecarError as error:
             # The host prints the refusal as the turn's error and shutdown lists it: no third copy.
-            self.trace.write("model/request", action="refuse", error=error.code)
+            self.trace.write("model/request", action="refuse", error=error.code, **where)
+            if self.trace.values and isinstance(error, ModelCassetteMismatch):
+                self.trace.write("model/mismatch", lane=error.lane, position=error.position,
+                                 differences=error.differences, live=error.view, recorded=error.recorded_view)
             raise
         if isinstance(decision, Pass):
             return ModelDecision(action="pass")
         if isinstance(decision, Forward):
-            self.trace.write("model/request", action="forward", handle=decision.handle)
+            self.trace.write("model/request", action="forward", handle=decision.handle, **where)
             return ModelDecision(action="forward", handle=decision.handle)
-        self.trace.write("model/request", action="replay", handle=decision.handle)
+        self.trace.write("model/request", action="replay", handle=decision.handle, **where)
         return ModelDecision(
             action="replay", handle=decision.handle, chunks=decision.chunks,
             atMs=None if decision.at_ms is None else list(decision.at_ms),

@@ -13,7 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -228,7 +228,8 @@ class ToolHooks:
         else:
             decision = ExecuteDecision(action="serve", result=msgspec.Raw(served), deferContexts=msgspec.Raw(b"[]"))
         self.trace.write("tools/execute", tool=params.tool, path=params.path, handle=params.handle,
-                         action=decision.action, stub=True)
+                         callId=params.callId, session=params.sessionId, action=decision.action, source="stub",
+                         error=decision.code)
         return decision
 
     def _written(self, params: ExecuteParams, outcome: Passthrough | Serve | Refuse,
@@ -252,9 +253,11 @@ class ToolHooks:
                 cancellation=outcome.cancellation,
                 host=None if outcome.host is None else restored(outcome.host, self.cwd),
             )
-        self.trace.write(
-            "tools/execute", tool=params.tool, path=params.path, handle=params.handle, action=decision.action,
-        )
+        if self.trace.enabled:
+            self.trace.write(
+                "tools/execute", tool=params.tool, path=params.path, handle=params.handle, callId=params.callId,
+                session=params.sessionId, action=decision.action, **_source(outcome, self.recording is not None),
+            )
         return decision
 
     def post_execute(self, params: PostExecuteParams) -> PostExecuteDecision:
@@ -279,7 +282,8 @@ class ToolHooks:
 
     def result(self, params: ResultParams) -> Later | None:
         """See the final outcome; a recorded one is written off the reader."""
-        self.trace.write("tools/result", tool=params.tool, path=params.path, handle=params.handle)
+        self.trace.write("tools/result", tool=params.tool, path=params.path, handle=params.handle,
+                         callId=params.callId, isError=params.result.isError)
         if self.calls is not None:
             value = params.result.value
             self.calls.append(CallPath(params.callId, params.tool, params.path, _NULL if value is UNSET else value))
@@ -419,3 +423,14 @@ def _code(result: HostToolResult) -> str | None:
     if not result.isError or result.error is UNSET or result.error.info is UNSET:
         return None
     return result.error.info.code
+
+
+def _source(outcome: Passthrough | Serve | Refuse | None, recording: bool) -> dict[str, Any]:
+    """Where a call's result came from, for the hook log (a trace shows it per call)."""
+    if isinstance(outcome, Serve):
+        return {"source": "served", "ordinal": outcome.ordinal, "fault": outcome.fault}
+    if isinstance(outcome, Refuse):
+        return {"source": "refused", "error": outcome.error.code}
+    if isinstance(outcome, Passthrough) and recording:
+        return {"source": "recorded", "ordinal": outcome.ordinal}
+    return {"source": "live"}

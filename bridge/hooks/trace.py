@@ -1,7 +1,9 @@
 """A structural JSONL trace of forwarded hooks (row config ``trace: <path>``).
 
 One line per hook the sidecar saw: method, tool, path, handle and the decision. Never
-arguments, results or texts, so a trace can be attached to a bug report.
+arguments, results or texts, so a trace can be attached to a bug report; except with
+``traceValues: true`` (the run API's trace, docs/trace.md), where a model mismatch's filtered
+request views are written too, for the trace page to show beside each other.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ __all__ = ["Trace"]
 class Trace:
     """Append-only trace file; a no-op when no path is configured."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, *, values: bool = False) -> None:
         self._file: IO[bytes] | None = None
+        self.values = values and path is not None
+        """Whether values may be written (``traceValues``)."""
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "ab", buffering=0)

@@ -75,7 +75,7 @@ class SessionState:
             config = msgspec.structs.replace(
                 config, tool_cassette=with_filter_functions(config.tool_cassette, config.cwd))
         self.config = config
-        self.trace = Trace(config.trace)
+        self.trace = Trace(config.trace, values=config.trace_values)
         bridge = os.path.dirname(os.path.dirname(__file__))
         self.trace.write("initialize", host=dict(host), pid=os.getpid(), bridge=bridge)
         hooks: list[Hook] = []

@@ -198,8 +198,9 @@ class ModelCassetteEngine:
         fingerprint = parts.fingerprint()
         if fingerprint != recorded.fingerprint:
             differences = compare(recorded.request, parts) or ["request parts differ"]
+            kept = None if recorded.view is UNSET else msgspec.json.decode(recorded.view)
             raise self._poison(ModelCassetteMismatch(lane, position, differences, fingerprint, recorded.fingerprint,
-                                                          self.name))
+                                                     self.name, view=view, recorded_view=kept))
         self._consumed.add((lane, position))
         # Both timings serve the recorded bytes: a failure is the recorded one, so the host's
         # retry policy waits what it decides (docs/model-cassette-format.md, "Replay").

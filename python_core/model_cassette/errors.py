@@ -53,7 +53,7 @@ class ModelCassetteMismatch(SidecarError):
     code = "MODEL_CASSETTE_MISMATCH"
 
     def __init__(self, lane: str, position: int, differences: list[str], fingerprint: str, recorded: str,
-                 cassette: str = "the model cassette") -> None:
+                 cassette: str = "the model cassette", *, view: object = None, recorded_view: object = None) -> None:
         shown = "; ".join(differences[:4]) + (f"; and {len(differences) - 4} more" if len(differences) > 4 else "")
         super().__init__(
             f"{where(lane, position)}: request {short(fingerprint)} differs from recorded {short(recorded)}: {shown}; "
@@ -62,6 +62,10 @@ class ModelCassetteMismatch(SidecarError):
         self.lane = lane
         self.position = position
         self.differences = differences
+        # The filtered request views, for a trace (never printed): the recorded one only when the
+        # cassette keeps it (requestView: full).
+        self.view = view
+        self.recorded_view = recorded_view
         self.hint = rerecord_hint(cassette)
 
 

@@ -186,6 +186,8 @@ class Serve(msgspec.Struct, frozen=True):
     delay_ms: int = 0
     """A fault overlay's delay: the bridge answers this long after the call came in."""
     host: HostState | None = None
+    fault: str | None = None
+    """The fault overlay's name when one of its rules applied to this call (a trace says so)."""
 
 
 class Refuse(msgspec.Struct, frozen=True):
@@ -1053,8 +1055,9 @@ class ReplaySession(ToolCassetteSession):
         call.record = record
         self._calls[event.handle] = call
         served = _serve(record, stood_up=event.tool in self.stood_up)
-        if fault is not None and fault.delayMs:
-            served = msgspec.structs.replace(served, delay_ms=fault.delayMs)
+        if fault is not None:
+            assert overlay is not None
+            served = msgspec.structs.replace(served, delay_ms=fault.delayMs or 0, fault=overlay.name)
         return served
 
     def on_post_execute(self, event: PostEvent) -> Refuse | None:

@@ -26,7 +26,7 @@ def _run(dsh: DshRunner, steps: Sequence[dict[str, Any]], record_mode: RecordMod
     script = {"type": "dsh-mock-script", "version": 1, "steps": list(steps)}
     result = run(
         None, script=script, cwd=dsh.cwd, host=dsh.host, patches=dsh.patches,
-        tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, trace=TRACE,
+        tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, hook_log=TRACE,
     )
     dsh.runs.append(result)
     return result
@@ -133,7 +133,7 @@ def test_a_replayed_write_in_another_folder_reports_that_folders_path_and_writes
     (moved / CASSETTE).write_bytes((dsh.cwd / CASSETTE).read_bytes())
     script = {"type": "dsh-mock-script", "version": 1, "steps": steps}
     replayed = run(None, script=script, cwd=moved, host=dsh.host, patches=dsh.patches,
-                   tool_cassette=ToolCassette(file=CASSETTE, include=["write"]), record_mode="none", trace=TRACE)
+                   tool_cassette=ToolCassette(file=CASSETTE, include=["write"]), record_mode="none", hook_log=TRACE)
     dsh.runs.append(replayed)
     assert replayed.ok, replayed.explain()
     output = replayed.tool_results[0].output

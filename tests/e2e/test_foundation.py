@@ -31,7 +31,7 @@ def _trace(cwd: Path) -> list[dict[str, Any]]:
 
 
 def test_mock_run_drives_one_real_tool_call_through_every_hook(dsh: DshRunner) -> None:
-    result = dsh.run('/mock run echo({"text": "hi"})', trace=TRACE)
+    result = dsh.run('/mock run echo({"text": "hi"})', hook_log=TRACE)
 
     assert result.stdout.strip() == "mock run complete: 1 step, 1 tool call"
     assert tool_bodies(dsh.cwd) == ["echo"]
@@ -61,7 +61,7 @@ def test_mock_run_parallel_group_emits_both_calls_in_one_response(dsh: DshRunner
 
 
 def test_ordinary_turn_keeps_the_configured_provider(dsh: DshRunner) -> None:
-    result = dsh.run("hello, no mock here", check=False, trace=TRACE)
+    result = dsh.run("hello, no mock here", check=False, hook_log=TRACE)
 
     assert result.exit_code == 1
     assert "MISSING_CREDENTIAL" in result.stderr
@@ -139,7 +139,7 @@ def test_the_row_runs_this_checkout_so_python_edits_need_no_reinstall(dsh: DshRu
     assert '"session-title": "Mock session"' in original
     try:
         plan.write_text(original.replace('"session-title": "Mock session"', '"session-title": "Edited title"'))
-        result = dsh.run('/mock run echo({"text": "hi"})', trace=TRACE)
+        result = dsh.run('/mock run echo({"text": "hi"})', hook_log=TRACE)
     finally:
         plan.write_text(original)
 

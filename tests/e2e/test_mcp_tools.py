@@ -166,7 +166,7 @@ def _run(dsh: DshRunner, server: McpServer, steps: Sequence[dict[str, Any]], rec
     result = run(
         None, script=script, cwd=dsh.cwd, host=dsh.host, patches=dsh.patches, rows=[server.row()],
         tool_cassette=ToolCassette(file=CASSETTE, include=[f"mcp__{server.name}__*"]), record_mode=record_mode,
-        trace=TRACE, allow_live_tools=record_mode != "none",
+        hook_log=TRACE, allow_live_tools=record_mode != "none",
     )
     dsh.runs.append(result)
     return result

@@ -292,7 +292,7 @@ def test_the_mock_slash_command_queues_a_mock_turn(dsh: DshRunner) -> None:
 
 
 def test_an_ordinary_turn_after_a_mock_turn_uses_the_real_route_again(dsh: DshRunner) -> None:
-    result = dsh.run('/mock run queue_followup({"text": "a plain question, no mock"})', check=False, trace=TRACE)
+    result = dsh.run('/mock run queue_followup({"text": "a plain question, no mock"})', check=False, hook_log=TRACE)
 
     assert result.exit_code == 1
     assert "MISSING_CREDENTIAL" in result.stderr

@@ -60,7 +60,7 @@ def _run(
     script = None if isinstance(task, str) else {"type": "dsh-mock-script", "version": 1, "steps": list(task)}
     result = run(
         task if isinstance(task, str) else None, script=script, cwd=dsh.cwd, host=dsh.host, patches=dsh.patches,
-        tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, trace=TRACE,
+        tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, hook_log=TRACE,
     )
     dsh.runs.append(result)  # listed in the plugin's failure report
     return result
