@@ -22,8 +22,10 @@ Test logic (docs/test-logic.md) comes from the ``dsh_config`` fixture, as pytest
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
+import shutil
 import warnings
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +36,7 @@ import pytest
 
 from dsh_sidecar.bridge.api.run import FAULTS_LEFT_OUT, run
 from dsh_sidecar.bridge.api.session_index import SESSION_INDEX, IndexedRun, append_run
+from dsh_sidecar.bridge.api.trace.collect import TraceLater
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -59,6 +62,10 @@ __all__ = ["DshRunner"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _RUNS = pytest.StashKey[list[RunResult]]()
+_RUNNER = pytest.StashKey["DshRunner"]()
+TRACE_MODES = ("retain-on-failure", "on", "off")
+TRACES = Path(".dsh-sidecar") / "traces"
+TRACE_PROPERTY = "dsh_trace"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,6 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--dsh-no-verdict", action="store_true",
         help="Leave out the verdict table (per dsh test: calls served, recorded, live, missed) at the end of the run.",
     )
+    group.addoption(
+        "--dsh-trace", choices=TRACE_MODES, default=None,
+        help="Write each dsh test's trace page (docs/trace.md) to .dsh-sidecar/traces/: retain-on-failure "
+        "(default) for failed tests only, on for every test, off for none.",
+    )
+    parser.addini("dsh_trace", "when to write a dsh test's trace page: retain-on-failure (default), on, off",
+                  default="retain-on-failure")
     parser.addini("dsh_verdict", "print the verdict table of the dsh tests at the end of the run (default: true)",
                   type="bool", default=True)
     parser.addini("dsh_all_rows", "compose every profile row in dsh runs (default: false, rows a run cannot "
@@ -119,9 +133,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "dsh(cassette=None, record_mode=None, config=None, allow_live_tools=None, cold=False, "
-        "strict=False): cassette base path (relative to the test file), record mode, test logic (merged over the "
-        "dsh_config fixture), the tools allowed to run live (True: all), a DSH process per run (cold) and a "
-        "replay that diverged from its recording failing the test (strict) for the dsh fixture",
+        "strict=False, trace=None): cassette base path (relative to the test file), record mode, test logic (merged "
+        "over the dsh_config fixture), the tools allowed to run live (True: all), a DSH process per run (cold), a "
+        "replay that diverged from its recording failing the test (strict) and when its trace is written "
+        "(retain-on-failure, on, off) for the dsh fixture",
     )
     if _rootdir_from_host_option(config):
         config.issue_config_time_warning(pytest.PytestConfigWarning(
@@ -247,6 +262,12 @@ class DshRunner:
                                   or marked.get("strict") is True)
         self.nodeid = request.node.nodeid
         self.runs: list[RunResult] = []
+        ini = config.getini("dsh_trace")
+        if ini not in TRACE_MODES:
+            raise pytest.UsageError(f"ini dsh_trace = {str(ini)[:40]!r}: not a trace mode; allowed: "
+                                    f"{', '.join(TRACE_MODES)}")
+        self.trace_mode: str = config.getoption("--dsh-trace") or marked.get("trace") or ini
+        self.trace = None if self.trace_mode == "off" else TraceLater()
         self.index = config.rootpath / SESSION_INDEX
 
     def cassette(self, kind: str, index: int | None = None) -> Path:
@@ -308,6 +329,8 @@ class DshRunner:
         options.setdefault("skip_unused_rows", self.skip_unused_rows)
         options.setdefault("warm", self.warm)
         options.setdefault("strict_replay", self.strict_replay)
+        if self.trace is not None:
+            options.setdefault("trace", self.trace)
         missing: str | None = None
         try:
             result = run(
@@ -347,6 +370,8 @@ _FAILURE_LINES = ("dsh-sidecar: TOOL_FAILURE_RECORDED: ", "dsh-sidecar: SUBAGENT
 def pytest_sessionstart(session: pytest.Session) -> None:
     if not hasattr(session.config, "workerinput"):  # the controller (or the only process)
         (session.config.rootpath / SESSION_INDEX).unlink(missing_ok=True)
+        # A trace folder holds this run's traces only, as Playwright's test-results.
+        shutil.rmtree(session.config.rootpath / TRACES, ignore_errors=True)
 
 
 def _recorded_failures(result: RunResult) -> list[str]:
@@ -358,7 +383,7 @@ def _recorded_failures(result: RunResult) -> list[str]:
     return [line.removeprefix("dsh-sidecar: ") for line in lines if line.startswith(_FAILURE_LINES)]
 
 
-_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict")
+_MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict", "trace")
 
 
 def _check_marker(marker: pytest.Mark | None) -> None:
@@ -379,6 +404,8 @@ def _check_marker(marker: pytest.Mark | None) -> None:
             pytest.fail(f"{where}(config={shown}): not a mapping; give a dict of test logic", pytrace=False)
         if key == "cassette" and (not isinstance(value, str) or not value):
             pytest.fail(f"{where}(cassette={shown}): not a path; give a non-empty string", pytrace=False)
+        if key == "trace" and value not in TRACE_MODES:
+            pytest.fail(f"{where}(trace={shown}): not a trace mode; allowed: {', '.join(TRACE_MODES)}", pytrace=False)
         if key in ("cold", "strict") and not isinstance(value, bool):
             pytest.fail(f"{where}({key}={shown}): allowed: True or False", pytrace=False)
         if key == "allow_live_tools" and not (
@@ -410,6 +437,7 @@ def dsh(request: pytest.FixtureRequest, dsh_host: HostEnv, tmp_path: Path,
     work.mkdir()
     runner = DshRunner(request, dsh_host, work, dsh_config, dsh_warm_pool)
     request.node.stash[_RUNS] = runner.runs
+    request.node.stash[_RUNNER] = runner
     yield runner
 
 
@@ -429,11 +457,28 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     runs = item.stash.get(_RUNS, None)
+    page = _trace(item, report) if runs and report.when == "call" else None
     if runs and report.when == "call" and report.failed:
-        report.sections.append(("dsh runs", "\n".join(_run_line(r) for r in runs)))
+        report.sections.append(("dsh runs", "\n".join(_run_line(r) for r in runs)
+                                + ("" if page is None else f"\n  trace: {page}")))
     if runs and report.when == "call":
         report.user_properties.append((PROPERTY, counts(runs)))
+        if page is not None:
+            report.user_properties.append((TRACE_PROPERTY, page))
     return report
+
+
+def _trace(item: pytest.Item, report: pytest.TestReport) -> str | None:
+    """Write the test's trace page when its mode asks (``on``, or ``retain-on-failure`` and it
+    failed); returns its path relative to the rootdir."""
+    runner = item.stash.get(_RUNNER, None)
+    if runner is None or runner.trace is None or (runner.trace_mode != "on" and not report.failed):
+        return None
+    root = item.config.rootpath
+    digest = hashlib.sha256(item.nodeid.encode()).hexdigest()[:8]
+    path = root / TRACES / f"{_UNSAFE.sub('_', item.nodeid)[:120]}-{digest}.html"
+    written = runner.trace.write(path, title=item.nodeid, test=item.nodeid, outcome=report.outcome)
+    return None if written is None else str(written.relative_to(root))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -444,9 +489,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for report in terminalreporter.stats.get(outcome, []):
             if getattr(report, "when", None) != "call":
                 continue
-            for name, value in getattr(report, "user_properties", ()):
-                if name == PROPERTY and isinstance(value, dict):
-                    rows.append((report.nodeid, outcome, value))
+            properties = dict(getattr(report, "user_properties", ()))
+            value = properties.get(PROPERTY)
+            if isinstance(value, dict):
+                page = properties.get(TRACE_PROPERTY)
+                rows.append((report.nodeid, outcome, value, page if isinstance(page, str) else None))
     lines = table(sorted(rows))
     if lines:
         terminalreporter.write_sep("=", "dsh-sidecar verdict")

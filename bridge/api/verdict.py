@@ -50,18 +50,23 @@ def counts(runs: Sequence[RunResult]) -> dict[str, int]:
     return out
 
 
-def table(rows: Iterable[tuple[str, str, dict[str, int]]]) -> list[str]:
-    """The verdict lines: a header, a row per (nodeid, outcome, counts), and the totals."""
+def table(rows: Iterable[tuple[str, str, dict[str, int], str | None]]) -> list[str]:
+    """The verdict lines: a header, a row per (nodeid, outcome, counts, trace page), and the totals.
+
+    The ``trace`` column is there only when a test wrote a trace (its path, relative to the rootdir).
+    """
     rows = list(rows)
     if not rows:
         return []
-    width = max(len("test"), *(len(nodeid) for nodeid, _, _ in rows))
+    width = max(len("test"), *(len(nodeid) for nodeid, _, _, _ in rows))
     heads = ("outcome", *COLUMNS[1:])
-    lines = ["  ".join(["test".ljust(width), *(h.replace("_", " ").rjust(max(len(h), 7)) for h in heads)])]
+    traced = any(page is not None for _, _, _, page in rows)
+    lines = ["  ".join(["test".ljust(width), *(h.replace("_", " ").rjust(max(len(h), 7)) for h in heads),
+                        *(["trace"] if traced else [])])]
     totals = dict.fromkeys(COLUMNS, 0)
-    for nodeid, outcome, values in rows:
+    for nodeid, outcome, values, page in rows:
         cells = [outcome.rjust(7), *(str(values.get(c, 0)).rjust(max(len(c), 7)) for c in COLUMNS[1:])]
-        lines.append("  ".join([nodeid.ljust(width), *cells]))
+        lines.append("  ".join([nodeid.ljust(width), *cells, *([page or "-"] if traced else [])]))
         for column in COLUMNS:
             totals[column] += values.get(column, 0)
     lines.append(

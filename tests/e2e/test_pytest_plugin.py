@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from dshrun import DSH_HOME, ROOT, user_project, user_pytest
+from trace_browser import trace_page
 from weather_service import weather_service
 
 EXAMPLE = ROOT / "tests" / "examples" / "test_weather.py"
@@ -45,9 +46,14 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
         assert first.returncode == 0, first.stdout[-3000:]
         assert service.requests == 1
     assert (project / CASSETTE).is_file()
-    offline = _pytest(project)
+    offline = _pytest(project, "--dsh-trace=on")
     assert offline.returncode == 0, offline.stdout[-3000:]
     assert "1 passed" in offline.stdout
+    # --dsh-trace on: a passing test's trace too, each call served from the cassette.
+    (page,) = (project / ".dsh-sidecar" / "traces").glob("*.html")
+    (call,) = json.loads(page.with_suffix(".json").read_text())["runs"][0]["calls"]
+    assert (call["tool"], call["source"], call["ordinal"], call["args"]) == ("weather_lookup", "served", 0,
+                                                                            {"city": "Paris"})
     shutil.copyfile(project / "test_weather.py", project / "test_weather_copy.py")
     copy = project / "cassettes" / "test_weather_copy"
     copy.mkdir()
@@ -105,8 +111,27 @@ def test_a_failed_replay_says_which_call_differed_and_how_to_re_record(tmp_path:
     assert "to re-record: pytest test_weather.py::test_paris_weather --dsh-record-mode all" in text
     assert not [line for line in block if "CASSETTE" in line and "Rome" in line]
     verdict = failed.stdout.split("dsh-sidecar verdict", 1)[1].splitlines()
-    assert verdict[2].split() == ["test_weather.py::test_paris_weather", "failed", "1", "0", "0", "0", "1", "1", "0"]
+    row = verdict[2].split()
+    assert row[:-1] == ["test_weather.py::test_paris_weather", "failed", "1", "0", "0", "0", "1", "1", "0"]
     assert "    at " not in text
+    # The failed test's trace (retain-on-failure, the default) is named in its report and the verdict,
+    # and opens offline in Chromium with the recorded and the live value side by side.
+    assert row[-1].startswith(".dsh-sidecar/traces/test_weather.py_test_paris_weather-") and row[-1].endswith(".html")
+    assert f"trace: {row[-1]}" in text
+    requests: list[str] = []
+    with trace_page(project / row[-1], requests) as page:
+        mismatch = page.locator("[data-test=mismatch]")
+        assert "weather_lookup at root/0, ordinal 0" in mismatch.locator("h3").inner_text()
+        assert mismatch.locator("[data-test=pointer-row] td").first.inner_text() == "/city"
+        assert mismatch.locator("[data-test=recorded-value]").inner_text() == "Paris"
+        assert mismatch.locator("[data-test=live-value]").inner_text() == "Rome"
+        page.locator("[data-test=call-row]").click()
+        assert '"city": "Rome"' in page.locator("[data-test=call-args]").inner_text()
+        if os.environ.get("DSH_SCREENSHOTS"):  # the README's pictures: DSH_SCREENSHOTS=docs/img
+            folder = ROOT / os.environ["DSH_SCREENSHOTS"]
+            page.screenshot(path=folder / "trace-failed-test.png", full_page=True)
+            mismatch.screenshot(path=folder / "trace-mismatch.png")
+    assert requests == []
 
 
 def test_a_missing_cassette_fails_with_how_to_record_it(tmp_path: Path) -> None:

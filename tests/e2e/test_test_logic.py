@@ -50,12 +50,22 @@ def _tools() -> list[Row]:
     return [Row("example-tools", "dsh-example-tools", {"weatherUrl": "http://127.0.0.1:9"})]
 
 
+def _assert_trace_hides_the_canary(page: Path) -> None:
+    """The run's trace shows the call, its filtered arguments, and the canary nowhere (page or JSON)."""
+    document = json.loads(page.with_suffix(".json").read_text())
+    (call,) = document["runs"][0]["calls"]
+    assert call["tool"] == "echo" and call["source"] == "recorded" and "[redacted]" in json.dumps(call["args"])
+    for file in (page, page.with_suffix(".json")):
+        assert CANARY not in file.read_text() and CANARY[3:] not in file.read_text()
+
+
 def test_a_filtered_secret_never_reaches_the_file_and_the_replay_still_matches(tmp_path: Path) -> None:
     cassette = ToolCassette(file="echo.ndjson", include=["echo"],
                             filters=["credentials", {"regex": "sk-[a-z0-9]+"}], allow_redacted_replay=True)
     task = f'/mock run echo({{"text": "hi", "tags": ["{CANARY}"]}})'
-    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once", trace="t/rec.html")
     assert record.ok, record.explain()
+    _assert_trace_hides_the_canary(tmp_path / "t" / "rec.html")
     # The live agent saw the real value; only the file holds the placeholder.
     assert record.result("echo").value == {"text": "hi", "tags": [CANARY]}
     text = (tmp_path / "echo.ndjson").read_text()
@@ -73,8 +83,9 @@ def test_a_filter_function_keeps_the_canary_out_of_the_file_and_the_replay_still
     cassette = ToolCassette(file="echo.ndjson", include=["echo"], filters=[{"call": filter_canary.mask_keys}],
                             allow_redacted_replay=True)
     task = f'/mock run echo({{"text": "hi", "tags": ["{CANARY}", "plain"]}})'
-    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once")
+    record = run(task, cwd=tmp_path, rows=_tools(), tool_cassette=cassette, record_mode="once", trace="t/rec.html")
     assert record.ok, record.explain()
+    _assert_trace_hides_the_canary(tmp_path / "t" / "rec.html")
     assert record.result("echo").value == {"text": "hi", "tags": [CANARY, "plain"]}
     text = (tmp_path / "echo.ndjson").read_text()
     assert CANARY not in text

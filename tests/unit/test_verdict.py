@@ -35,10 +35,17 @@ def test_counts_call_live_what_ran_for_real_and_mismatched_what_a_replay_refused
 
 def test_the_table_has_a_row_per_test_and_the_totals_and_nothing_without_dsh_tests() -> None:
     one = {"runs": 1, "calls": 2, "served": 2}
-    lines = table([("t.py::a", "passed", one), ("t.py::long_name", "failed", {**one, "mismatched": 1})])
-    assert lines[0].split()[:3] == ["test", "outcome", "calls"]
+    lines = table([("t.py::a", "passed", one, None), ("t.py::long_name", "failed", {**one, "mismatched": 1}, None)])
+    assert lines[0].split()[:3] == ["test", "outcome", "calls"] and "trace" not in lines[0]
     assert lines[1].split() == ["t.py::a", "passed", "2", "2", "0", "0", "0", "0", "0"]
     assert lines[2].split() == ["t.py::long_name", "failed", "2", "2", "0", "0", "1", "0", "0"]
     assert lines[3] == ("2 dsh tests · 2 runs · 4 tool calls · 4 served · 0 recorded · 0 live · 1 mismatched · "
                         "0 unconsumed · 0 stood up")
     assert table([]) == []
+
+
+def test_a_test_that_wrote_a_trace_adds_the_trace_column_with_its_path() -> None:
+    one = {"runs": 1, "calls": 1, "served": 0, "mismatched": 1}
+    lines = table([("t.py::a", "passed", one, None), ("t.py::b", "failed", one, ".dsh-sidecar/traces/b.html")])
+    assert lines[0].split()[-1] == "trace"
+    assert lines[1].split()[-1] == "-" and lines[2].split()[-1] == ".dsh-sidecar/traces/b.html"
