@@ -22,6 +22,10 @@ import msgspec
 from dsh_sidecar.bridge.api.run import run
 from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
 from dsh_sidecar.bridge.api.session_index import SESSION_INDEX, IndexedRun
+from dsh_sidecar.bridge.api.trace.document import TraceDocument
+from dsh_sidecar.bridge.api.trace.files import ShowUnreadable, align, run_of, shown_name
+from dsh_sidecar.bridge.api.trace.redact import Redactor
+from dsh_sidecar.bridge.api.trace.render import json_path_of, write_trace
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
     RECORD_MODES,
@@ -482,6 +486,38 @@ def _session_folder(home: Path, cwd: str, session_id: str) -> Path | None:
 
 def _when(ms: int | None) -> str:
     return "?" if ms is None else time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
+@main.command("show")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--against", "against", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A second recording of the same kind (a re-recording against the committed cassette): "
+                   "the page aligns them position by position.")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="The page to write (default: FILE's name with .html, in this folder); its JSON beside it.")
+def show(file: Path, against: Path | None, output: Path | None) -> None:
+    """Render a tool, model or subagent cassette, or a session log, as a trace page (docs/trace.md).
+
+    \b
+    dsh-sidecar show cassettes/test_weather/test_paris_weather.tools.ndjson
+    dsh-sidecar show new.tools.ndjson --against cassettes/old.tools.ndjson
+    """
+    redactor = Redactor()
+    try:
+        kind, shown = run_of(file, redactor)
+        comparison = None
+        if against is not None:
+            other_kind, other = run_of(against, redactor)
+            if other_kind != kind:
+                raise ShowUnreadable(f"{against.name}: a {other_kind} recording; --against takes a {kind} one "
+                                     f"as {file.name} is")
+            comparison = align(kind, other, shown, (shown_name(against), shown_name(file)))
+    except SidecarError as error:
+        _fail(error)
+    page = output or Path(file.name.removesuffix(".zstd").rsplit(".", 1)[0] + ".html")
+    title = f"{shown_name(file)}" + ("" if against is None else f" against {shown_name(against)}")
+    write_trace(TraceDocument(title=title, runs=[shown], comparison=comparison), redactor, page)
+    click.echo(f"dsh-sidecar show: wrote {_shown_path(str(page))} ({json_path_of(page).name} beside it)")
 
 
 @main.group()

@@ -41,7 +41,7 @@ _ORDINAL = re.compile(r" at (\S+), ordinal (\d+)")
 _MESSAGE = re.compile(r"^message (\d+) ")
 _TOOL = re.compile(r"^tool (.+) (?:missing|added|definition differs)$")
 _OPTION = re.compile(r"^option (\S+) ")
-_WARNING = re.compile(r"^dsh-sidecar: ([A-Z][A-Z0-9_]+): (.+)$")
+_WARNING = re.compile(r"^dsh-sidecar: (?:warning: )?([A-Z][A-Z0-9_]+): (.+)$")
 
 
 @dataclass
@@ -109,7 +109,9 @@ def _result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
 def steps_and_calls(events: Sequence[Mapping[str, Any]], session: str, redactor: Redactor
                     ) -> tuple[list[ModelStep], list[Call], list[Event], int | None]:
     """A session log's model steps, tool calls and timeline (values redacted), and its start time."""
-    start = next((e["time"] for e in events if isinstance(e.get("time"), int)), None)
+    created = events[0].get("createdAt") if events else None
+    start = created if isinstance(created, int) else next(
+        (e["time"] for e in events if isinstance(e.get("time"), int)), None)
     steps: dict[tuple[Any, Any], ModelStep] = {}
     calls: dict[str, Call] = {}
     timeline: list[Event] = []

@@ -191,12 +191,12 @@ class Comparison(_Shape):
     pairs: list[Pair] = msgspec.field(default_factory=list)
 
 
-class TraceDocument(_Shape):
-    """The whole trace."""
+class TraceDocument(msgspec.Struct, kw_only=True, rename="camel"):
+    """The whole trace (every top-level field is written, ``type`` and ``version`` first)."""
 
-    title: str
     type: str = KIND
     version: int = VERSION
+    title: str
     test: str | None = None
     outcome: str | None = None
     runs: list[Run] = msgspec.field(default_factory=list)
