@@ -195,9 +195,19 @@ def test_a_changed_request_fails_closed_naming_the_difference(
         rows.append(Row("llm-deepseek", "@deepseek-ai/dsh-llm-deepseek", {"maxTokens": 4096}))
     work = _copy(recorded, tmp_path / "work")
     with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider:
-        result = run(task, cwd=work, rows=rows, model_cassette=MODEL, env=provider.env(CANARY))
+        result = run(task, cwd=work, rows=rows, model_cassette=MODEL, env=provider.env(CANARY), trace="t.html")
         assert provider.count == 0  # the provider is up and reachable, and was never asked
     assert result.exit_code == 1
+    # The trace shows the request parts that differ, recorded beside live (requestView: full).
+    page = work / "t.html"
+    assert result.trace == str(page) and CANARY not in page.read_text() + page.with_suffix(".json").read_text()
+    (shown,) = json.loads(page.with_suffix(".json").read_text())["runs"][0]["mismatches"]
+    assert shown["kind"] == "model" and shown["pointers"] and "note" not in shown
+    first = shown["pointers"][0]
+    assert first["recorded"] != first["live"] and None not in (first["recorded"], first["live"])
+    if change == "prompt":
+        assert first["pointer"] == "/messages/0"
+        assert "Paris" in json.dumps(first["recorded"]) and "Rome" in json.dumps(first["live"])
     assert "MODEL_CASSETTE_MISMATCH" in [e.code for e in result.errors]
     mismatch = next(e.message for e in result.errors if e.code == "MODEL_CASSETTE_MISMATCH")
     assert named in mismatch and "no provider request was made" in mismatch

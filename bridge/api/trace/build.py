@@ -364,11 +364,19 @@ def _mismatches(run: Run, sources: RunSources) -> None:
             pointer = _part(difference, live, recorded)
             if pointer is not None:
                 mismatch.pointers.append(PointerValues(
-                    pointer=pointer, change=difference, recorded=_at(recorded, pointer), live=_at(live, pointer)))
+                    pointer=pointer, change=difference, recorded=_scalar(line.get("recorded"), recorded, pointer),
+                    live=_scalar(line.get("live"), live, pointer)))
         if recorded is None:
             mismatch.note = ("the cassette keeps request digests only (requestView: metadata); "
                              "record it with requestView: full to see the recorded texts")
         run.mismatches.append(mismatch)
+
+
+def _scalar(raw: object, redacted: object, pointer: str) -> object:
+    """The value at ``pointer``: a number or a boolean as it is (the credential filter hides keys
+    like ``maxTokens``, and no secret is a number), anything else as filtered."""
+    value = _at(raw, pointer)
+    return value if isinstance(value, int | float) else _at(redacted, pointer)
 
 
 def _part(difference: str, live: object, recorded: object) -> str | None:
