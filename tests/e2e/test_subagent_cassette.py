@@ -50,11 +50,11 @@ def _tool_row(provider: str, **config: Any) -> str:
 
 def _run(
     host: HostEnv, cwd: Path, cassette: SubagentCassette, record_mode: RecordMode, task: str | None = None, *,
-    script: str | None = None, patches: Sequence[Path] = (),
+    script: str | None = None, patches: Sequence[Path] = (), trace: str | None = None,
 ) -> RunResult:
     """One run in ``cwd`` with the example tools and ``cassette``: ``once`` records, ``none`` replays."""
     return run(task, script=script, cwd=cwd, host=host, rows=TOOLS, subagent_cassette=cassette,
-               record_mode=record_mode, patches=patches)
+               record_mode=record_mode, patches=patches, trace=trace)
 
 
 def _fixture_run(dsh: DshRunner, cassette: SubagentCassette, record_mode: RecordMode, task: str | None = None, *,
@@ -124,7 +124,7 @@ def _elsewhere(tmp_path: Path, source: Path, name: str = "elsewhere") -> Path:
 def recorded(tmp_path_factory: pytest.TempPathFactory, dsh_host: HostEnv) -> tuple[Path, RunResult]:
     """One transparent recording of a real ``spawn`` child, shared by the replay tests."""
     cwd = tmp_path_factory.mktemp("recording")
-    return cwd, _run(dsh_host, cwd, TRANSPARENT, "once", _task(CHILD_PROMPT))
+    return cwd, _run(dsh_host, cwd, TRANSPARENT, "once", _task(CHILD_PROMPT), trace="record.html")
 
 
 def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, RunResult], dsh_host: HostEnv) -> None:
@@ -134,6 +134,10 @@ def test_a_recorded_child_replays_with_no_child_session(recorded: tuple[Path, Ru
     assert tool_bodies(cwd) == ["echo"]
     assert len(record.child_session_ids) == 1
     assert _sessions(dsh_host, cwd) == 2
+    # The trace nests the child session with its own call, and says the parent's was a delegation.
+    (shown,) = json.loads((cwd / "record.json").read_text())["runs"][0]["subagents"]
+    assert shown["session"] == record.child_session_ids[0]
+    assert [(c["tool"], c["source"]) for c in shown["calls"]] == [("echo", "live")]
     cassette = cwd / CASSETTE
     verified = _cli("verify", str(cassette))
     assert verified.returncode == 0, verified.stderr
