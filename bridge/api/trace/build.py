@@ -73,9 +73,22 @@ def read_hook_log(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
+def _int(value: object) -> int | None:
+    """A log's number field, or nothing (a log is read as it is, never trusted for types)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _ms(event: Mapping[str, Any], start: int | None) -> int | None:
-    at = event.get("time")
-    return at - start if isinstance(at, int) and start is not None else None
+    at = _int(event.get("time"))
+    return at - start if at is not None and start is not None else None
 
 
 def _data(event: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -88,7 +101,7 @@ def _arguments(text: object) -> object:
         return text
     try:
         return msgspec.json.decode(text)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, UnicodeEncodeError):  # not JSON, or a lone surrogate: the text as is
         return text
 
 
@@ -96,11 +109,11 @@ def _result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
     """The text a tool result message shows the model, and whether it is an error."""
     texts: list[str] = []
     error = False
-    for part in message.get("content") or ():
+    for part in _list(message.get("content")):
         if not isinstance(part, Mapping) or part.get("type") != "tool-result":
             continue
-        error = error or bool(part.get("isError"))
-        for inner in part.get("content") or ():
+        error = error or part.get("isError") is True
+        for inner in _list(part.get("content")):
             if isinstance(inner, Mapping) and isinstance(inner.get("text"), str):
                 texts.append(inner["text"])
     return "\n".join(texts), error
@@ -109,9 +122,10 @@ def _result_text(message: Mapping[str, Any]) -> tuple[str, bool]:
 def steps_and_calls(events: Sequence[Mapping[str, Any]], session: str, redactor: Redactor
                     ) -> tuple[list[ModelStep], list[Call], list[Event], int | None]:
     """A session log's model steps, tool calls and timeline (values redacted), and its start time."""
-    created = events[0].get("createdAt") if events else None
-    start = created if isinstance(created, int) else next(
-        (e["time"] for e in events if isinstance(e.get("time"), int)), None)
+    events = [e for e in events if isinstance(e, Mapping)]
+    created = _int(events[0].get("createdAt")) if events else None
+    start = created if created is not None else next(
+        (e["time"] for e in events if _int(e.get("time")) is not None), None)
     steps: dict[tuple[Any, Any], ModelStep] = {}
     calls: dict[str, Call] = {}
     timeline: list[Event] = []
@@ -120,7 +134,7 @@ def steps_and_calls(events: Sequence[Mapping[str, Any]], session: str, redactor:
         data = _data(event)
         at = _ms(event, start)
         if kind == "assistant/chunk":
-            key = (data.get("turn"), data.get("step"))
+            key = (_int(data.get("turn")), _int(data.get("step")))
             step = steps.get(key)
             if step is None:
                 step = steps[key] = ModelStep(session=session, turn=key[0], step=key[1], at_ms=at)
@@ -133,8 +147,8 @@ def steps_and_calls(events: Sequence[Mapping[str, Any]], session: str, redactor:
             call_id = str(data.get("callId", ""))
             tool = str(data.get("name", ""))
             args = redactor.value(_arguments(data.get("arguments")), tool=tool, where="args")
-            calls[call_id] = Call(id=call_id, tool=tool, session=session, args=args, turn=data.get("turn"),
-                                  step=data.get("step"), at_ms=at)
+            calls[call_id] = Call(id=call_id, tool=tool, session=session, args=args, turn=_int(data.get("turn")),
+                                  step=_int(data.get("step")), at_ms=at)
             timeline.append(Event(kind="tool", label=tool, session=session, at_ms=at, ref=call_id))
         elif kind == "tool/result":
             message = data.get("message")
@@ -149,8 +163,8 @@ def steps_and_calls(events: Sequence[Mapping[str, Any]], session: str, redactor:
             found.output = redactor.text(text, tool=found.tool, where="result")
             found.is_error = is_error
             error = data.get("error")
-            if isinstance(error, Mapping) and isinstance(error.get("code"), str):
-                found.error = error["code"]
+            if isinstance(error, Mapping):
+                found.error = _str(error.get("code"))
             if at is not None and found.at_ms is not None:
                 found.duration_ms = at - found.at_ms
         elif kind in ("turn/start", "turn/end"):
@@ -203,7 +217,7 @@ def _chunk(step: ModelStep, chunk: object, redactor: Redactor) -> None:
 def _sources(calls: Iterable[Call], steps: Sequence[ModelStep], hooks: Sequence[Mapping[str, Any]],
              stood_up: Sequence[str], model_mode: str | None) -> None:
     """Where each call's answer and each loop step came from, from the hook log."""
-    executed = {h.get("callId"): h for h in hooks if h.get("method") == "tools/execute" and h.get("callId")}
+    executed = {h["callId"]: h for h in hooks if h.get("method") == "tools/execute" and _str(h.get("callId"))}
     for call in calls:
         line = executed.get(call.id)
         if line is None:
@@ -214,15 +228,15 @@ def _sources(calls: Iterable[Call], steps: Sequence[ModelStep], hooks: Sequence[
         elif source == "served" and call.tool in stood_up:
             source = "stood-up"
         call.source = source  # type: ignore[assignment]
-        call.ordinal = line.get("ordinal")
-        call.fault = line.get("fault")
+        call.ordinal = _int(line.get("ordinal"))
+        call.fault = _str(line.get("fault"))
     # The loop lane's requests reach the hooks in step order, per session.
     requests: dict[str | None, list[Mapping[str, Any]]] = {}
     for h in hooks:
         if h.get("method") == "model/request" and h.get("purpose") is None:
-            requests.setdefault(h.get("session"), []).append(h)
+            requests.setdefault(_str(h.get("session")), []).append(h)
         elif h.get("method") == "llm/stream" and h.get("purpose") is None:
-            requests.setdefault(h.get("session"), []).append({"action": "mock"})
+            requests.setdefault(_str(h.get("session")), []).append({"action": "mock"})
     position: dict[str, int] = {}
     for step in steps:
         index = position.get(step.session, 0)
@@ -357,7 +371,7 @@ def _mismatches(run: Run, sources: RunSources) -> None:
         code = "MODEL_CASSETTE_MISMATCH"
         message = next((e.message for e in sources.result.errors if e.code == code), "")
         live, recorded = redactor.model(line.get("live")), redactor.model(line.get("recorded"))
-        differences = [str(d) for d in line.get("differences") or ()]
+        differences = [str(d) for d in _list(line.get("differences"))]
         mismatch = Mismatch(kind="model", code=code, message=message,
                             where=f"model call {line.get('lane')}#{line.get('position')}", differences=differences)
         for difference in differences:
@@ -403,8 +417,8 @@ def _unconsumed(run: Run, sources: RunSources) -> None:
     records = _recorded_tool_calls(sources)
     if records is None:
         return
-    served = {h.get("ordinal") for h in sources.hooks if h.get("method") == "tools/execute" and h.get("source") in
-              ("served", "fault")}
+    served = {_int(h.get("ordinal")) for h in sources.hooks if h.get("method") == "tools/execute" and h.get("source")
+              in ("served", "fault")}
     for record in records:
         if record.ordinal not in served:
             args = sources.redactor.value(msgspec.json.decode(record.args), tool=record.tool, where="args")

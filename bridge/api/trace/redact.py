@@ -91,15 +91,18 @@ class Redactor:
                 stack.extend((v, None) for v in (was.values() if isinstance(was, dict) else was))
 
     def scrub(self, document: Any) -> Any:
-        """``document`` (builtins) with every hidden text replaced wherever it appears."""
-        if not self.hidden:
-            return document
+        """``document`` (builtins) with every hidden text replaced wherever it appears, and every
+        lone surrogate (a log may hold one) as U+FFFD, so the page is valid UTF-8."""
         secrets = sorted(self.hidden, key=len, reverse=True)
 
         def clean(text: str) -> str:
             for secret in secrets:
                 if secret in text:
                     text = text.replace(secret, HIDDEN)
+            try:
+                text.encode()
+            except UnicodeEncodeError:
+                text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
             return text
 
         def walk(value: Any) -> Any:
@@ -131,6 +134,6 @@ def _json(text: str) -> object | None:
         return None
     try:
         decoded: object = msgspec.json.decode(text)
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeEncodeError):
         return None
     return decoded
