@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ToolCall,
         ToolCassette,
         ToolResult,
+        TraceLater,
         WarmPool,
         run,
     )
@@ -48,6 +49,7 @@ __all__ = [
     "ToolCall",
     "ToolCassette",
     "ToolResult",
+    "TraceLater",
     "WarmPool",
     "__version__",
     "run",

@@ -82,6 +82,7 @@ __all__ = [
     "ToolCall",
     "ToolCassette",
     "ToolResult",
+    "TraceLater",
     "WarmPool",
     "default_dsh_home",
     "find_host",

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = [
     "CassetteMissing", "CassetteSummary", "Diagnostic", "HostNotFound", "ModelCassette", "RecordMode", "Row",
     "RunFailed", "RunResult", "StubFailure", "SubagentCassette", "ToolCall", "ToolCassette", "ToolResult",
-    "WarmPool", "__version__", "run",
+    "TraceLater", "WarmPool", "__version__", "run",
 ]
 SCRIPTS = {
     "dsh-sidecar": "dsh_sidecar.bridge.api.cli:main",
@@ -38,13 +38,13 @@ SCRIPTS = {
 }
 PLUGIN = "dsh_sidecar.bridge.api.pytest_plugin"
 OPTIONS = ["--dsh-all-rows", "--dsh-allow-live-tools", "--dsh-cold", "--dsh-host", "--dsh-no-verdict",
-           "--dsh-record-mode", "--dsh-setup", "--dsh-strict-replay"]
+           "--dsh-record-mode", "--dsh-setup", "--dsh-strict-replay", "--dsh-trace"]
 INI = ["dsh_all_rows", "dsh_allow_live_tools", "dsh_cold", "dsh_patches", "dsh_rows", "dsh_strict_replay",
-       "dsh_verdict"]
-MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict")
+       "dsh_trace", "dsh_verdict"]
+MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict", "trace")
 FIXTURES = ["dsh", "dsh_config", "dsh_host", "dsh_warm_pool"]
 COMMANDS = ["add-local-plugin", "host", "install", "mock", "model-cassette", "new-plugin", "run", "sessions",
-            "shellenv", "subagent-cassette", "tool-cassette"]
+            "shellenv", "show", "subagent-cassette", "tool-cassette"]
 SESSIONS = ["list", "prune", "show"]
 
 
