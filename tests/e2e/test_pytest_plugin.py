@@ -125,6 +125,9 @@ def test_a_failed_replay_says_which_call_differed_and_how_to_re_record(tmp_path:
         assert mismatch.locator("[data-test=pointer-row] td").first.inner_text() == "/city"
         assert mismatch.locator("[data-test=recorded-value]").inner_text() == "Paris"
         assert mismatch.locator("[data-test=live-value]").inner_text() == "Rome"
+        # The error sits in the call tree right under the call it refused.
+        assert page.locator("[data-test=call-row] + [data-test=call-error]").inner_text().startswith(
+            "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0")
         page.locator("[data-test=call-row]").click()
         assert '"city": "Rome"' in page.locator("[data-test=call-args]").inner_text()
         if os.environ.get("DSH_SCREENSHOTS"):  # the README's pictures: DSH_SCREENSHOTS=docs/img

@@ -303,7 +303,9 @@ def build_run(sources: RunSources) -> Run:
         run.events.append(Event(kind="error", label=f"{error['code']}: {error['message']}", session=session,
                                 ref=_call_of(run.calls, error["code"])))
     for warning in run.warnings:
-        run.events.append(Event(kind="warning", label=warning, session=session))
+        # A divergence names the call's path (``grep at root/2 ...``): the warning sits under it.
+        call = next((c for c in run.calls if c.path and f" at {c.path}" in warning), None)
+        run.events.append(Event(kind="warning", label=warning, session=session, ref=call.id if call else None))
     return run
 
 
