@@ -304,8 +304,8 @@ def build_run(sources: RunSources) -> Run:
                                 ref=_call_of(run.calls, error["code"])))
     for warning in run.warnings:
         # A divergence names the call's path (``grep at root/2 ...``): the warning sits under it.
-        call = next((c for c in run.calls if c.path and f" at {c.path}" in warning), None)
-        run.events.append(Event(kind="warning", label=warning, session=session, ref=call.id if call else None))
+        named = next((c.id for c in run.calls if c.path and f" at {c.path}" in warning), None)
+        run.events.append(Event(kind="warning", label=warning, session=session, ref=named))
     return run
 
 
