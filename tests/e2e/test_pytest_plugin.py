@@ -71,7 +71,7 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
         for name in ("test_weather.py", "test_weather_copy.py")
     ]
     assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 mismatched · "
-                          "0 unconsumed · 0 stood up")
+                          "0 unconsumed · 0 stood up · 0 provider requests")
     assert "1 served" not in first.stdout and "1 recorded · 1 live" in first.stdout
     # The last pytest run's sessions are found from the project folder, by run or by test.
     cli = [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "sessions", "list", "--dsh-home", str(DSH_HOME)]
