@@ -368,6 +368,9 @@ def _mismatches(run: Run, sources: RunSources) -> None:
             elif mismatch.recorded is None:
                 mismatch.note = "the recorded call could not be read from the cassette file"
             run.mismatches.append(mismatch)
+        elif error.code == "CASSETTE_EXTRA_CALL":
+            records = _recorded_tool_calls(sources) if records is None else records
+            run.mismatches.append(_near_miss(error.code, error.message, run.calls, records or [], redactor))
     for line in sources.hooks:
         if line.get("method") != "model/mismatch":
             continue
@@ -398,6 +401,35 @@ def _scalar(raw: object, redacted: object, pointer: str) -> object:
     like ``maxTokens``, and no secret is a number), anything else as filtered."""
     value = _at(raw, pointer)
     return value if isinstance(value, int | float) else _at(redacted, pointer)
+
+
+def _near_miss(code: str, message: str, calls: Sequence[Call], records: Sequence[Any], redactor: Redactor
+               ) -> Mismatch:
+    """An extra call beside the recorded call of its tool that it is closest to (fewest differing
+    pointers), as WireMock's near-miss table shows the closest stub beside a request."""
+    tool = message.split(" at ", 1)[0]
+    found = _ORDINAL.search(message)
+    mismatch = Mismatch(kind="tool", code=code, message=message,
+                        where=f"{tool} at {found[1]}, ordinal {found[2]}" if found else tool)
+    call = next((c for c in calls if c.error == code and c.tool == tool), None)
+    if call is None:
+        return mismatch
+    mismatch.call_id, mismatch.live = call.id, call.args
+    best: tuple[int, int, Any] | None = None
+    for record in records:
+        if record.tool != tool:
+            continue
+        args = redactor.value(msgspec.json.decode(record.args), tool=tool, where="args")
+        distance = len(differing_pointers(args, call.args))
+        if best is None or distance < best[0]:
+            best = (distance, record.ordinal, args)
+    if best is None:
+        mismatch.note = f"the cassette holds no call of {tool}"
+        return mismatch
+    mismatch.recorded = best[2]
+    mismatch.pointers = pointer_values(best[2], call.args)
+    mismatch.note = f"beside it, the closest recorded call of {tool}: ordinal {best[1]}"
+    return mismatch
 
 
 def _part(difference: str, live: object, recorded: object) -> str | None:

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from dsh_sidecar.bridge.api.trace.build import RunSources, build_run, read_hook_log
 from dsh_sidecar.bridge.api.trace.collect import TraceLater, redactor_for
 from dsh_sidecar.bridge.api.trace.redact import HIDDEN, NOT_SHOWN, Redactor
@@ -166,3 +168,16 @@ def test_the_hook_log_reader_skips_a_line_cut_short(tmp_path: Path) -> None:
     log.write_bytes(b'{"method":"initialize"}\n[1]\n{"method":"tools/exe')
     assert read_hook_log(log) == [{"method": "initialize"}]
     assert read_hook_log(tmp_path / "missing.jsonl") == []
+
+
+def test_an_extra_call_is_shown_beside_the_closest_recorded_call_of_its_tool() -> None:
+    extra = "weather_lookup at root/1, ordinal 1: extra call, the cassette holds 1 calls"
+    events = [_events()[0], *_call(1, "c9", "weather_lookup", {"city": "Pariss"},
+                                   f"Error: CASSETTE_EXTRA_CALL: {extra}", "CASSETTE_EXTRA_CALL")]
+    result = msgspec.structs.replace(_result(), events=events, errors=[Diagnostic("CASSETTE_EXTRA_CALL", extra)])
+    run = build_run(RunSources(result=result, hooks=[], label="x", cassette_files={"tool": EXAMPLE}))
+    (near,) = run.mismatches
+    assert (near.where, near.call_id, near.recorded, near.live) == (
+        "weather_lookup at root/1, ordinal 1", "c9", {"city": "Paris"}, {"city": "Pariss"})
+    assert near.note == "beside it, the closest recorded call of weather_lookup: ordinal 0"
+    assert [(p.pointer, p.recorded, p.live) for p in near.pointers] == [("/city", "Paris", "Pariss")]
