@@ -51,6 +51,7 @@ MakeDsh = Callable[..., Dsh]
 
 def _run(
     dsh: DshRunner, task: str | Sequence[dict[str, Any]], record_mode: RecordMode, include: Sequence[str] = ("echo",),
+    trace: str | None = None,
 ) -> RunResult:
     """Run ``task`` (a ``/mock`` text or a script's steps) in the test's cwd with ``CASSETTE``.
 
@@ -61,6 +62,7 @@ def _run(
     result = run(
         task if isinstance(task, str) else None, script=script, cwd=dsh.cwd, host=dsh.host, patches=dsh.patches,
         tool_cassette=ToolCassette(file=CASSETTE, include=list(include)), record_mode=record_mode, hook_log=TRACE,
+        trace=trace,
     )
     dsh.runs.append(result)  # listed in the plugin's failure report
     return result
@@ -313,9 +315,13 @@ def test_an_extra_selected_call_fails_the_replay_without_running_its_body(dsh: D
     assert recorded.ok, recorded.explain()
     bodies = tool_bodies(dsh.cwd)
 
-    replayed = _run(dsh, '/mock run [echo({"text": "a"}) echo({"text": "b"})]', "none")
+    replayed = _run(dsh, '/mock run [echo({"text": "a"}) echo({"text": "b"})]', "none", trace="extra.html")
 
     assert replayed.exit_code == 1
+    # Its trace shows the extra call beside the closest recorded call of echo, with both values.
+    (near,) = json.loads((dsh.cwd / "extra.json").read_text())["runs"][0]["mismatches"]
+    assert (near["code"], near["recorded"], near["live"]) == ("CASSETTE_EXTRA_CALL", {"text": "a"}, {"text": "b"})
+    assert near["pointers"] == [{"pointer": "/text", "change": "changed", "recorded": "a", "live": "b"}]
     assert tool_bodies(dsh.cwd) == bodies
     results = _results(replayed)
     assert results["mock-1-1-0"] == (False, "echo:a", None)
