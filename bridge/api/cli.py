@@ -42,11 +42,14 @@ from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, f
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
-from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.files import reason_of
 from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
+from dsh_sidecar.python_core.model_cassette import verify_file
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
+from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
+from dsh_sidecar.python_core.session_import import ImportUnfaithful, calls_of, model_lines, refuse_tools, write_lines
 from dsh_sidecar.python_core.session_log import (
     LOG_NAMES,
     SessionLogInvalid,
@@ -734,6 +737,97 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
             removed += 1
             click.echo(f"{verb} {entry.name} ({project.name})")
     click.echo(f"{removed} session(s) {'to remove' if dry_run else 'removed'}, {kept} kept", err=True)
+
+
+@main.command("import")
+@click.argument("session")
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session (an id is "
+              "looked up there first, then in every folder's sessions).")
+@_DSH_HOME
+@click.option("--model-cassette", "model_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the session's provider calls here as a model cassette (create-only).")
+@click.option("--request-view", type=click.Choice(["metadata", "full"]), default="metadata", show_default=True,
+              help="As modelCassette.requestView: full also keeps the filtered request views.")
+@click.option("--filters", "filters_json", default='["credentials"]', show_default=True, metavar="JSON",
+              help="The modelCassette.filters rules (JSON list) run over each request view; a replay declares "
+                   "the same (`[]`: none).")
+@click.option("--tools", "--include", "include", multiple=True, metavar="PATTERN",
+              help="Tools whose calls to import as a tool cassette (repeat; `*` wildcards, as toolCassette.include).")
+def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Path | None, request_view: str,
+                   filters_json: str, include: tuple[str, ...]) -> None:
+    """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
+    replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name.
+
+    \b
+    dsh-sidecar import session-83ead6e0-... --model-cassette tests/cassettes/paris.model.ndjson
+    """
+    if model_file is None and not include:
+        raise click.UsageError("nothing to import: pass --model-cassette FILE and/or --tools PATTERN")
+    try:
+        filters = parse_model_config({"mode": "replay", "file": "-", "filters": json.loads(filters_json)},
+                                     cwd=".").filters
+    except ValueError:
+        raise click.UsageError("--filters: not a JSON list of filter rules") from None
+    except SidecarError as error:
+        _fail(error)
+    summary, project, events = _import_source(session, cwd, _sessions_home(dsh_home))
+    try:
+        children = _children_of(project, summary.session_id)
+        if children:
+            raise ImportUnfaithful("subagents", f"the session delegated to {children} child session(s), whose "
+                                                "model calls are in their own logs; importing them is not built yet")
+        log = calls_of(events)
+        if include:
+            refuse_tools(events, include)
+        assert model_file is not None  # --tools alone ends in refuse_tools
+        lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
+        write_lines(str(model_file), lines)
+        report = verify_file(str(model_file))
+    except SidecarError as error:
+        _fail(error)
+    if report.error is not None:
+        _fail(report.error)
+    lanes = ", ".join(f"{lane} {n}" for lane, n in report.lanes.items()) or "none"
+    left = "".join(f"; left out {name} (the log holds its request, not its stream)" for name in log.left_out)
+    click.echo(f"dsh-sidecar import: session {summary.session_id}: wrote {_shown_path(str(model_file))}: "
+               f"{report.calls} calls ({lanes}){left}")
+    click.echo(f"valid: dsh-model-cassette v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
+               "complete tail")
+
+
+def _import_source(session: str, cwd: str, home: Path) -> _Log:
+    """The log SESSION names: a log file's path, else a session id looked up as `sessions show` does."""
+    path = Path(session)
+    match: _Log | SidecarError | None
+    if path.name in LOG_NAMES and path.is_file():
+        try:
+            events = decode_session_log(path.read_bytes(), source=path.name)
+        except OSError as exc:
+            _fail(SessionLogUnreadable(f"{path.name}: {reason_of(exc)}"))
+        except SessionLogInvalid as exc:
+            _fail(exc)
+        match = (summarize(events), path, events) if events else None
+    else:
+        folder = _session_folder(home, cwd, session)
+        match = None if folder is None else _read_log(folder)
+    if isinstance(match, SidecarError):
+        _fail(match)
+    if match is None:
+        _fail(SessionNotFound(
+            f"no session log for {printable(session[:80])!r}; pass a session id (`dsh-sidecar sessions list "
+            "--cwd DIR`) or a session.jsonl[.zstd] path, and --dsh-home when it is another home's"))
+    summary, log_path, events = match
+    return summary, log_path.parent.parent, events
+
+
+def _children_of(project: Path, session_id: str) -> int:
+    """How many logs of the same folder name ``session_id`` as their parent (its subagents' sessions)."""
+    count = 0
+    for entry in sorted(project.iterdir()) if project.is_dir() else []:
+        log = _read_log(entry) if entry.is_dir() else None
+        if isinstance(log, tuple) and log[2] and log[2][0].get("parentSession") == session_id:
+            count += 1
+    return count
 
 
 main.add_command(mock_cli, "mock")
