@@ -169,6 +169,8 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
     titles = 0
     for index, event in _expand(events):
         kind = event.get("type")
+        if not isinstance(kind, str):
+            continue  # no event rc.8 writes: nothing a request or a stream is made of
         data = event.get("data")
         data = data if isinstance(data, Mapping) else {}
         where = _where(index, event)
@@ -179,7 +181,7 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
             if event["surfaceOp"] != "append":
                 raise ImportUnfaithful("compaction", f"{where} replaces earlier messages (compaction); the "
                                                      "compaction call's stream is not in the log")
-            surface.append(_message(data, str(kind)))
+            surface.append(_message(data, kind))
         elif kind == "session/title-llm-request":
             titles += 1
         elif kind == "assistant/chunk":

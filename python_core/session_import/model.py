@@ -26,6 +26,7 @@ from dsh_sidecar.python_core.cassette_io import GENESIS, Chain
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.filters import FilterRule, Filters, rules_digest
 from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
+from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid
 from dsh_sidecar.python_core.model_cassette.format import (
     PROTOCOL,
     VERSION,
@@ -69,11 +70,11 @@ def model_lines(log: LogCalls, *, filters: Sequence[FilterRule] = (),
     """The cassette lines (each with its newline) of ``log``'s calls, checked as ``verify`` checks a file.
 
     Raises:
-        ImportUnfaithful: a call of a route a replay never captures (the sidecar's ``mock``).
+        ImportUnfaithful: a call of a route a replay never captures (the sidecar's ``mock``), a
+            chunk of no stream's shape, or calls that would fail ``verify``.
         ImportPrivate: an answer names the absolute working directory.
         ModelRequestInvalid, CanonicalJsonError: a rebuilt request has a field of the wrong shape.
         FilterRaised: a filter function raised.
-        ModelCassetteInvalid: the lines fail verification (a log shape this import misreads).
     """
     compiled = Filters(filters)
     chain = Chain()
@@ -87,9 +88,16 @@ def model_lines(log: LogCalls, *, filters: Sequence[FilterRule] = (),
         view = normalize(call.request, cwd=log.cwd)
         if compiled:
             view = filter_view(view, lambda value: compiled.apply(value, tool="", where="args"))
-        parts = parts_of(view)
+        try:
+            parts = parts_of(view)
+        except msgspec.ValidationError:
+            # rc.8 never logs these; a live request would never carry them either.
+            raise ImportUnfaithful("request", f"{where} has a message role or tool name that is not a string") from None
         chunks = _chunk_bytes(call.chunks, where, log.cwd)
-        facts = chunk_facts(chunks)
+        try:
+            facts = chunk_facts(chunks)
+        except msgspec.ValidationError:
+            raise ImportUnfaithful("chunks", f"{where} holds a chunk of a shape no stream yields") from None
         start = call.times[0]
         frame = CallFrame(
             seq=0, prev="", ordinal=ordinal, lane=call.lane, position=call.position,
@@ -100,7 +108,12 @@ def model_lines(log: LogCalls, *, filters: Sequence[FilterRule] = (),
         )
         lines.append(chain.link(frame)[1])
     lines.append(chain.link(CompleteFrame(seq=0, prev="", calls=len(log.calls), leftOut=tuple(log.left_out)))[1])
-    check_lines(lines)
+    try:
+        check_lines(lines)
+    except ModelCassetteInvalid as error:
+        # The calls as the log holds them would make a file verify refuses (a finish chunk that
+        # is not the last, an empty call): what the recorder would never have written.
+        raise ImportUnfaithful("chunks", f"the imported calls fail verify ({error.message})") from None
     return lines
 
 
