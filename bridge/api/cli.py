@@ -47,6 +47,7 @@ from dsh_sidecar.python_core.files import reason_of
 from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
 from dsh_sidecar.python_core.model_cassette import verify_file
+from dsh_sidecar.python_core.model_cassette.cli import IMPORTED_NOTE
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
 from dsh_sidecar.python_core.session_import import ImportUnfaithful, calls_of, model_lines, refuse_tools, write_lines
@@ -792,7 +793,7 @@ def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Pa
     click.echo(f"dsh-sidecar import: session {summary.session_id}: wrote {_shown_path(str(model_file))}: "
                f"{report.calls} calls ({lanes}){left}")
     click.echo(f"valid: dsh-model-cassette v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
-               "complete tail")
+               f"complete tail{IMPORTED_NOTE}")
 
 
 def _import_source(session: str, cwd: str, home: Path) -> _Log:

@@ -28,6 +28,7 @@ from dsh_sidecar.python_core.filters import FilterRule, Filters, rules_digest
 from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
 from dsh_sidecar.python_core.model_cassette.errors import ModelCassetteInvalid
 from dsh_sidecar.python_core.model_cassette.format import (
+    IMPORTED,
     PROTOCOL,
     VERSION,
     CallFrame,
@@ -41,9 +42,9 @@ from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful, L
 
 __all__ = ["IMPORTED_HOST", "ImportPrivate", "model_lines", "write_lines"]
 
-IMPORTED_HOST: Final = "session-log"
+IMPORTED_HOST: Final = IMPORTED
 """The header's ``host``: a log does not name the ``@deepseek-ai/dsh-llm`` that streamed it, and
-this value says the file was imported (``inspect`` and ``verify`` show the header)."""
+this value says the file was imported (``inspect`` and ``verify`` say so)."""
 _NOT_CAPTURED: Final = frozenset({"mock"})  # the sidecar's own route: a replay passes it, never matches
 
 

@@ -237,8 +237,13 @@ def test_the_cli_imports_a_log_path_and_names_every_refusal(tmp_path: Path, monk
     assert done.output.splitlines() == [
         "dsh-sidecar import: session session-1: wrote m.ndjson: 2 calls (model 2); left out session-title#0 "
         "(the log holds its request, not its stream)",
-        "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail",
+        "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail, imported from a session log "
+        "(docs/import.md)",
     ]
+    verified = CliRunner().invoke(sidecar, ["model-cassette", "verify", "m.ndjson"])
+    assert verified.output == done.output.splitlines()[1] + "\n"
+    inspected = CliRunner().invoke(sidecar, ["model-cassette", "inspect", "m.ndjson"])
+    assert inspected.output.startswith("protocol: dsh-model-cassette v2, requestView full, imported from a session log")
     again = _cli(tmp_path, str(log), "--model-cassette", "m.ndjson")
     assert again.exit_code == 1 and "MODEL_CASSETTE_EXISTS: m.ndjson already exists" in again.output
     tools = _cli(tmp_path, str(log), "--model-cassette", "t.ndjson", "--tools", "weather_lookup")
