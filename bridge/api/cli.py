@@ -50,7 +50,18 @@ from dsh_sidecar.python_core.model_cassette import verify_file
 from dsh_sidecar.python_core.model_cassette.cli import IMPORTED_NOTE
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
-from dsh_sidecar.python_core.session_import import ImportUnfaithful, calls_of, model_lines, refuse_tools, write_lines
+from dsh_sidecar.python_core.session_import import (
+    ImportIOError,
+    ImportTestExists,
+    ImportUnfaithful,
+    calls_of,
+    cassette_path,
+    function_name,
+    model_lines,
+    module_source,
+    refuse_tools,
+    write_lines,
+)
 from dsh_sidecar.python_core.session_log import (
     LOG_NAMES,
     SessionLogInvalid,
@@ -754,19 +765,26 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
                    "the same (`[]`: none).")
 @click.option("--tools", "--include", "include", multiple=True, metavar="PATTERN",
               help="Tools whose calls to import as a tool cassette (repeat; `*` wildcards, as toolCassette.include).")
+@click.option("--test", "test_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a pytest module replaying the session through the `dsh` fixture, its model "
+                   "cassette where the fixture looks (cassettes/<module>/<test>.model.ndjson beside it).")
 def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Path | None, request_view: str,
-                   filters_json: str, include: tuple[str, ...]) -> None:
+                   filters_json: str, include: tuple[str, ...], test_file: Path | None) -> None:
     """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
-    replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name.
+    replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name
+    and nothing is written.
 
     \b
     dsh-sidecar import session-83ead6e0-... --model-cassette tests/cassettes/paris.model.ndjson
+    dsh-sidecar import session-83ead6e0-... --test tests/test_paris.py
     """
-    if model_file is None and not include:
-        raise click.UsageError("nothing to import: pass --model-cassette FILE and/or --tools PATTERN")
+    if model_file is not None and test_file is not None:
+        raise click.UsageError("--test writes the model cassette where the dsh fixture looks; drop --model-cassette")
+    if model_file is None and test_file is None and not include:
+        raise click.UsageError("nothing to import: pass --model-cassette FILE, --test PATH and/or --tools PATTERN")
     try:
-        filters = parse_model_config({"mode": "replay", "file": "-", "filters": json.loads(filters_json)},
-                                     cwd=".").filters
+        raw_filters = json.loads(filters_json)
+        filters = parse_model_config({"mode": "replay", "file": "-", "filters": raw_filters}, cwd=".").filters
     except ValueError:
         raise click.UsageError("--filters: not a JSON list of filter rules") from None
     except SidecarError as error:
@@ -780,20 +798,44 @@ def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Pa
         log = calls_of(events)
         if include:
             refuse_tools(events, include)
-        assert model_file is not None  # --tools alone ends in refuse_tools
         lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
+        source = None
+        if test_file is not None:
+            source = module_source(events, session_id=summary.session_id, cwd=log.cwd, module_stem=test_file.stem,
+                                   filters=raw_filters)
+            if test_file.exists():
+                raise ImportTestExists(test_file.name)
+            model_file = test_file.parent / cassette_path(test_file.stem, function_name(summary.session_id))
+            model_file.parent.mkdir(parents=True, exist_ok=True)
+        assert model_file is not None  # --tools alone ends in refuse_tools
         write_lines(str(model_file), lines)
+        if source is not None and test_file is not None:
+            _write_new(test_file, source)
         report = verify_file(str(model_file))
     except SidecarError as error:
         _fail(error)
+    except OSError as exc:
+        _fail(ImportIOError(Path(exc.filename or "").name or "a file", reason_of(exc)))
     if report.error is not None:
         _fail(report.error)
     lanes = ", ".join(f"{lane} {n}" for lane, n in report.lanes.items()) or "none"
     left = "".join(f"; left out {name} (the log holds its request, not its stream)" for name in log.left_out)
     click.echo(f"dsh-sidecar import: session {summary.session_id}: wrote {_shown_path(str(model_file))}: "
                f"{report.calls} calls ({lanes}){left}")
+    if test_file is not None:
+        click.echo(f"dsh-sidecar import: wrote {_shown_path(str(test_file))}: "
+                   f"{function_name(summary.session_id)} (run it: pytest {_shown_path(str(test_file))})")
     click.echo(f"valid: dsh-model-cassette v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
                f"complete tail{IMPORTED_NOTE}")
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text``; never overwrite (a test that appeared meanwhile is kept)."""
+    try:
+        with open(path, "x", encoding="utf-8") as out:
+            out.write(text)
+    except FileExistsError:
+        raise ImportTestExists(path.name) from None
 
 
 def _import_source(session: str, cwd: str, home: Path) -> _Log:

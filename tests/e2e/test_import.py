@@ -8,7 +8,10 @@ same task replays from another folder through real DSH with no provider request.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
@@ -47,7 +50,28 @@ def test_an_ordinary_session_imports_and_replays_offline_with_no_provider_reques
     data = cassette.read_text()
     assert CANARY not in data and str(tmp_path) not in data and provider.url not in data and "127.0.0.1" not in data
 
+    # The same session as a pytest module (--test): it passes offline in a project composing the tools.
+    project = tmp_path / "project"
+    project.mkdir()
+    generated = subprocess.run(
+        [SIDECAR_CLI, "import", live.session_id, "--cwd", str(lived), "--dsh-home", str(DSH_HOME),
+         "--test", str(project / "test_paris.py")], capture_output=True, text=True, timeout=60,
+    )
+    assert generated.returncode == 0, generated.stderr
+    name = "test_session_" + live.session_id.removeprefix("session-")[:8]
+    assert (project / "cassettes" / "test_paris" / f"{name}.model.ndjson").read_text() == data
+
     with weather_service(tmp_path) as weather:  # no tool cassette: the tool body runs again
+        row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False,
+               "config": {"weatherUrl": weather.url}}
+        (project / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
+        (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+        offline = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}"], cwd=project,
+            capture_output=True, text=True, timeout=300, env={**os.environ, "DEEPSEEK_BASE_URL": dead_url()},
+        )
+        assert offline.returncode == 0, offline.stdout[-3000:]
+        assert "1 passed" in offline.stdout
         replay = run(WEATHER_TASK, cwd=replayed, rows=_tools(weather.url), record_mode="none",
                      model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
                      env={"DEEPSEEK_BASE_URL": dead_url()})

@@ -3,11 +3,12 @@
 ``DSH_FUZZ_SEED`` picks the seed (printed either way). 3,000 logs derived from the unit tests'
 two-step weather turn (members replaced by values of other types, events dropped, duplicated or
 moved, storage rows and surface ops bent, chunks of another step spliced in) go through
-``calls_of`` and ``model_lines``; 200 real-log byte mutations (of the two rc.8 logs under
-``tests/unit/session_import/data``) go through ``decode_session_log`` first. The contract: the
-lines pass ``verify``'s checks (``model_lines`` runs them), or one of the import's named errors
-is raised (``IMPORT_UNFAITHFUL``, ``IMPORT_PRIVATE``, ``MODEL_REQUEST_INVALID``,
-``NON_CANONICAL_JSON``, ``SESSION_LOG_INVALID``); never another exception.
+``calls_of``, ``model_lines`` and ``module_source`` (whose module must compile); 200 real-log
+byte mutations (of the two rc.8 logs under ``tests/unit/session_import/data``) go through
+``decode_session_log`` first. The contract: the lines pass ``verify``'s checks (``model_lines``
+runs them) and the module compiles, or one of the import's named errors is raised
+(``IMPORT_UNFAITHFUL``, ``IMPORT_PRIVATE``, ``MODEL_REQUEST_INVALID``, ``NON_CANONICAL_JSON``,
+``SESSION_LOG_INVALID``); never another exception.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ import zstandard
 from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.filters import parse_filters
 from dsh_sidecar.python_core.model_request import ModelRequestInvalid
-from dsh_sidecar.python_core.session_import import ImportPrivate, ImportUnfaithful, calls_of, model_lines
+from dsh_sidecar.python_core.session_import import (
+    ImportPrivate,
+    ImportUnfaithful,
+    calls_of,
+    model_lines,
+    module_source,
+)
 from dsh_sidecar.python_core.session_log import SessionLogInvalid, decode_session_log
 
 SEED = int(os.environ.get("DSH_FUZZ_SEED", "20261205"))
@@ -40,7 +47,7 @@ def _base() -> list[dict[str, Any]]:
     # The unit tests' log, imported by path so the fuzz and the unit tests share one shape.
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("import_unit", DATA.parent / "test_import.py")
+    spec = importlib.util.spec_from_file_location("import_unit", DATA.parent / "test_session_import.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -85,6 +92,7 @@ def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
         log = calls_of(events)
         model_lines(log, filters=FILTERS if rand.random() < 0.5 else (),
                     request_view="full" if rand.random() < 0.5 else "metadata")
+        compile(module_source(events, session_id="s", cwd=log.cwd, module_stem="t", filters=[]), "t.py", "exec")
     except NAMED as error:
         assert str(error).split(":", 1)[0].isupper(), str(error)
 

@@ -21,6 +21,7 @@ from dsh_sidecar.python_core.session_import import (
     ImportUnfaithful,
     calls_of,
     model_lines,
+    module_source,
     refuse_tools,
     write_lines,
 )
@@ -254,3 +255,57 @@ def test_the_cli_imports_a_log_path_and_names_every_refusal(tmp_path: Path, monk
     assert bad.exit_code == 1 and "modelCassette.filters[0].tool" in bad.output
     missing = _cli(tmp_path, "session-nope", "--model-cassette", "x.ndjson", "--dsh-home", str(tmp_path))
     assert missing.exit_code == 1 and "SESSION_NOT_FOUND: no session log for 'session-nope'" in missing.output
+
+
+def test_the_generated_test_module_replays_the_task_and_asserts_the_text_and_results() -> None:
+    source = module_source(_log(), session_id="session-83ead6e0-54de", cwd=CWD, module_stem="test_paris",
+                           filters=["credentials"])
+    compile(source, "test_paris.py", "exec")
+    assert "\nTASK = 'Weather in Paris?'\n" in source
+    assert "TOOL_RESULTS = [\n    ('weather_lookup', 'Paris: sunny'),\n]" in source
+    assert "\ndef test_session_83ead6e0(dsh):\n" in source
+    assert "ModelCassette(file='cassettes/test_paris/test_session_83ead6e0.model.ndjson'" in source
+    assert "['credentials']}),\n                     allow_live_tools=['weather_lookup'])" in source
+    assert CWD not in source
+    events = _log()
+    events.append({"type": "assistant/message", "data": {"message": {"role": "assistant", "content": [
+        {"type": "text", "text": "It is sunny."}]}}})
+    assert "\nFINAL_TEXT = 'It is sunny.'\n" in module_source(events, session_id="s", cwd=CWD, module_stem="t",
+                                                                filters=[])
+
+
+def _with_result(events: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    shown = json.loads(json.dumps(RESULT))
+    shown["content"][0]["content"][0]["text"] = text
+    return [{**e, "data": {**e["data"], "message": shown}} if e["type"] == "tool/result" else e for e in events]
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    (lambda e: [*e, {"type": "user/message", "data": TASK, "surfaceOp": "append"}],
+     "IMPORT_UNFAITHFUL: test: the session has 2 user messages"),
+    (lambda e: _with_result(e, f"wrote {CWD}/a.txt"),
+     "IMPORT_PRIVATE: test: tool result 0: it names the session's absolute working directory"),
+    (lambda e: _with_result(e, '{"token": "t-1"}'),
+     "IMPORT_PRIVATE: test: tool result 0: it holds a member the credentials filter hides"),
+])
+def test_what_a_generated_test_cannot_hold_is_refused(change: Any, refusal: str) -> None:
+    with pytest.raises((ImportUnfaithful, ImportPrivate)) as refused:
+        module_source(change(_log()), session_id="s", cwd=CWD, module_stem="t", filters=[])
+    assert str(refused.value).startswith(refusal)
+
+
+def test_the_cli_writes_the_test_and_its_cassette_where_the_fixture_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in _log()))
+
+    done = _cli(tmp_path, str(log), "--test", "tests/test_paris.py")
+    assert done.exit_code == 0, done.output
+    assert "wrote tests/test_paris.py: test_session_1 (run it: pytest tests/test_paris.py)" in done.output
+    assert verify_file(str(tmp_path / "tests/cassettes/test_paris/test_session_1.model.ndjson")).valid
+    again = _cli(tmp_path, str(log), "--test", "tests/test_paris.py")
+    assert again.exit_code == 1 and "IMPORT_TEST_EXISTS: test_paris.py already exists" in again.output
+    both = _cli(tmp_path, str(log), "--test", "t.py", "--model-cassette", "m.ndjson")
+    assert both.exit_code == 2 and not (tmp_path / "t.py").exists()
