@@ -752,7 +752,8 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
 
 
 @main.command("import")
-@click.argument("session")
+@click.argument("session", required=False)
+@click.option("--last", is_flag=True, help="Import the newest session of CWD instead of naming one.")
 @click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session (an id is "
               "looked up there first, then in every folder's sessions).")
 @_DSH_HOME
@@ -768,8 +769,8 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
 @click.option("--test", "test_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest module replaying the session through the `dsh` fixture, its model "
                    "cassette where the fixture looks (cassettes/<module>/<test>.model.ndjson beside it).")
-def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Path | None, request_view: str,
-                   filters_json: str, include: tuple[str, ...], test_file: Path | None) -> None:
+def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | None, model_file: Path | None,
+                   request_view: str, filters_json: str, include: tuple[str, ...], test_file: Path | None) -> None:
     """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
     replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name
     and nothing is written.
@@ -778,6 +779,8 @@ def import_session(session: str, cwd: str, dsh_home: Path | None, model_file: Pa
     dsh-sidecar import session-83ead6e0-... --model-cassette tests/cassettes/paris.model.ndjson
     dsh-sidecar import session-83ead6e0-... --test tests/test_paris.py
     """
+    if (session is None) == (not last):
+        raise click.UsageError("name one session: SESSION (an id or a log path) or --last (the newest of CWD)")
     if model_file is not None and test_file is not None:
         raise click.UsageError("--test writes the model cassette where the dsh fixture looks; drop --model-cassette")
     if model_file is None and test_file is None and not include:
@@ -838,11 +841,16 @@ def _write_new(path: Path, text: str) -> None:
         raise ImportTestExists(path.name) from None
 
 
-def _import_source(session: str, cwd: str, home: Path) -> _Log:
-    """The log SESSION names: a log file's path, else a session id looked up as `sessions show` does."""
-    path = Path(session)
+def _import_source(session: str | None, cwd: str, home: Path) -> tuple[SessionSummary, Path, list[dict[str, Any]]]:
+    """The log SESSION names (a log file's path, else a session id looked up as `sessions show`
+    does; ``None``: CWD's newest), its project folder and its events."""
     match: _Log | SidecarError | None
-    if path.name in LOG_NAMES and path.is_file():
+    if session is None:
+        found = _session_logs(home, cwd)
+        if not found:
+            _fail(SessionNotFound("no session for this folder; list them with `dsh-sidecar sessions list --cwd DIR`"))
+        match = found[0]
+    elif (path := Path(session)).name in LOG_NAMES and path.is_file():
         try:
             events = decode_session_log(path.read_bytes(), source=path.name)
         except OSError as exc:
@@ -857,7 +865,7 @@ def _import_source(session: str, cwd: str, home: Path) -> _Log:
         _fail(match)
     if match is None:
         _fail(SessionNotFound(
-            f"no session log for {printable(session[:80])!r}; pass a session id (`dsh-sidecar sessions list "
+            f"no session log for {printable((session or '')[:80])!r}; pass a session id (`dsh-sidecar sessions list "
             "--cwd DIR`) or a session.jsonl[.zstd] path, and --dsh-home when it is another home's"))
     summary, log_path, events = match
     return summary, log_path.parent.parent, events

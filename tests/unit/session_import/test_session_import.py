@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from dsh_sidecar.python_core.session_import import (
     refuse_tools,
     write_lines,
 )
-from dsh_sidecar.python_core.session_log import read_session_log
+from dsh_sidecar.python_core.session_log import encode_segment, project_key, read_session_log
 
 DATA = Path(__file__).parent / "data"
 CWD = "/home/dev/project"
@@ -309,3 +310,34 @@ def test_the_cli_writes_the_test_and_its_cassette_where_the_fixture_looks(
     assert again.exit_code == 1 and "IMPORT_TEST_EXISTS: test_paris.py already exists" in again.output
     both = _cli(tmp_path, str(log), "--test", "t.py", "--model-cassette", "m.ndjson")
     assert both.exit_code == 2 and not (tmp_path / "t.py").exists()
+
+
+def _home_log(home: Path, cwd: Path, session_id: str, events: list[dict[str, Any]]) -> None:
+    folder = home / "sessions" / project_key(os.path.realpath(cwd)) / encode_segment(session_id)
+    folder.mkdir(parents=True)
+    (folder / "session.jsonl").write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in events))
+
+
+def test_a_session_is_found_by_id_or_as_the_newest_and_a_delegating_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    _home_log(home, work, "session-1", _log(createdAt=1))
+    _home_log(home, work, "session-2", _log(id="session-2", createdAt=2))
+    where = ("--cwd", str(work), "--dsh-home", str(home))
+
+    by_id = _cli(tmp_path, "session-1", *where, "--model-cassette", "one.ndjson")
+    assert by_id.exit_code == 0 and "session session-1: wrote one.ndjson" in by_id.output
+    newest = _cli(tmp_path, "--last", *where, "--model-cassette", "last.ndjson")
+    assert newest.exit_code == 0 and "session session-2: wrote last.ndjson" in newest.output
+    assert _cli(tmp_path, "session-1", "--last", *where, "--model-cassette", "x.ndjson").exit_code == 2
+    assert _cli(tmp_path, *where, "--model-cassette", "x.ndjson").exit_code == 2
+
+    _home_log(home, work, "child-1", _log(id="child-1", parentSession="session-2", delegationDepth=1))
+    refused = _cli(tmp_path, "session-2", *where, "--model-cassette", "x.ndjson")
+    assert refused.exit_code == 1 and "IMPORT_UNFAITHFUL: subagents: the session delegated to 1 child" in refused.output
+    assert not (tmp_path / "x.ndjson").exists()
+    empty = _cli(tmp_path, "--last", "--cwd", str(tmp_path), "--dsh-home", str(home), "--model-cassette", "x.ndjson")
+    assert empty.exit_code == 1 and "SESSION_NOT_FOUND: no session for this folder" in empty.output
