@@ -37,7 +37,7 @@ class ImportTestExists(SidecarError):
     hint = "pass another --test path, or remove the file and import again"
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"{name} already exists; nothing was written")
+        super().__init__(f"{name} already exists; nothing was written; fix: {self.hint}")
 
 
 class ImportIOError(SidecarError):

@@ -43,11 +43,11 @@ class ImportUnfaithful(SidecarError):
     """The log lacks what a faithful import needs: names the field and why, never a value."""
 
     code = "IMPORT_UNFAITHFUL"
-    hint = ("record the session's task through the sidecar instead (modelCassette.mode: record); "
-            "docs/import.md lists what a session log holds")
+    hint = "record the task through the sidecar instead (modelCassette.mode: record); docs/import.md"
 
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}; nothing was written")
+    def __init__(self, field: str, reason: str, fix: str = "") -> None:
+        # The fix is part of the one line: the CLI prints no hint line.
+        super().__init__(f"{field}: {reason}; nothing was written; fix: {fix or self.hint}")
         self.field = field
 
 

@@ -52,10 +52,10 @@ class ImportPrivate(SidecarError):
     """What would be written holds what a cassette never holds (names where, never the value)."""
 
     code = "IMPORT_PRIVATE"
-    hint = "a cassette never holds the absolute working directory; record the task through the sidecar in a folder"
+    hint = "a cassette never holds it: record the task through the sidecar (modelCassette.mode: record)"
 
     def __init__(self, where: str, reason: str) -> None:
-        super().__init__(f"{where}: {reason}; nothing was written")
+        super().__init__(f"{where}: {reason}; nothing was written; fix: {self.hint}")
 
 
 def _chunk_bytes(chunks: list[dict[str, Any]], where: str, cwd: str) -> bytes:

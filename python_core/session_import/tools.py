@@ -43,6 +43,9 @@ def refuse_tools(events: Sequence[Mapping[str, Any]], include: Sequence[str]) ->
     """
     counts = selected_calls(events, include)
     if not counts:
-        raise ImportUnfaithful("tools", f"no call of a tool matching {', '.join(include)} is in the log")
+        raise ImportUnfaithful("tools", f"no call of a tool matching {', '.join(include)} is in the log",
+                               "name the tools `dsh-sidecar sessions show SESSION` lists")
     names = ", ".join(f"{tool} ({n} call{'s' if n != 1 else ''})" for tool, n in counts.items())
-    raise ImportUnfaithful("tools", f"{names}: the log lacks {'; '.join(MISSING)}")
+    raise ImportUnfaithful("tools", f"{names}: the log lacks {'; '.join(MISSING)}",
+                           "import without --tools (the tools run live at replay), or record them with a tool "
+                           "cassette (toolCassette.mode: record)")

@@ -197,7 +197,7 @@ def test_what_a_log_lacks_is_refused_by_name(events: list[dict[str, Any]], field
         calls_of(events)
     assert refused.value.field == field
     message = str(refused.value)
-    assert message.startswith(f"IMPORT_UNFAITHFUL: {field}: ") and message.endswith("nothing was written")
+    assert message.startswith(f"IMPORT_UNFAITHFUL: {field}: ") and "; nothing was written; fix: " in message
 
 
 def test_the_mock_route_and_an_answer_naming_the_cwd_are_refused() -> None:
