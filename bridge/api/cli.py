@@ -792,9 +792,13 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         raise click.UsageError("--filters: not a JSON list of filter rules") from None
     except SidecarError as error:
         _fail(error)
-    summary, project, events = _import_source(session, cwd, _sessions_home(dsh_home))
+    summary, log_path, events = _import_source(session, cwd, _sessions_home(dsh_home))
     try:
-        children = _children_of(project, summary.session_id)
+        if (log_path.parent / "replay.override.json").exists():
+            raise ImportUnfaithful("override", "a dsh-llm-replay replay.override.json beside the log replaces or "
+                                               "patches its scripts; carrying it is not built yet",
+                                   "import a log without one")
+        children = _children_of(log_path.parent.parent, summary.session_id)
         if children:
             raise ImportUnfaithful("subagents", f"the session delegated to {children} child session(s), whose "
                                                 "model calls are in their own logs; importing them is not built yet")
@@ -841,9 +845,9 @@ def _write_new(path: Path, text: str) -> None:
         raise ImportTestExists(path.name) from None
 
 
-def _import_source(session: str | None, cwd: str, home: Path) -> tuple[SessionSummary, Path, list[dict[str, Any]]]:
+def _import_source(session: str | None, cwd: str, home: Path) -> _Log:
     """The log SESSION names (a log file's path, else a session id looked up as `sessions show`
-    does; ``None``: CWD's newest), its project folder and its events."""
+    does; ``None``: CWD's newest): its summary, path and events."""
     match: _Log | SidecarError | None
     if session is None:
         found = _session_logs(home, cwd)
@@ -867,8 +871,7 @@ def _import_source(session: str | None, cwd: str, home: Path) -> tuple[SessionSu
         _fail(SessionNotFound(
             f"no session log for {printable((session or '')[:80])!r}; pass a session id (`dsh-sidecar sessions list "
             "--cwd DIR`) or a session.jsonl[.zstd] path, and --dsh-home when it is another home's"))
-    summary, log_path, events = match
-    return summary, log_path.parent.parent, events
+    return match
 
 
 def _children_of(project: Path, session_id: str) -> int:
