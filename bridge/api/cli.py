@@ -18,6 +18,7 @@ from typing import Any, Literal, NoReturn
 
 import click
 import msgspec
+import zstandard
 
 from dsh_sidecar.bridge.api.run import run
 from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
@@ -875,13 +876,29 @@ def _import_source(session: str | None, cwd: str, home: Path) -> _Log:
 
 
 def _children_of(project: Path, session_id: str) -> int:
-    """How many logs of the same folder name ``session_id`` as their parent (its subagents' sessions)."""
+    """How many logs of the same folder name ``session_id`` as their parent (its subagents' sessions);
+    only each log's header line is read."""
     count = 0
     for entry in sorted(project.iterdir()) if project.is_dir() else []:
-        log = _read_log(entry) if entry.is_dir() else None
-        if isinstance(log, tuple) and log[2] and log[2][0].get("parentSession") == session_id:
+        path = next((entry / n for n in LOG_NAMES if (entry / n).is_file()), None)
+        if path is not None and _parent_of(path) == session_id:
             count += 1
     return count
+
+
+def _parent_of(path: Path) -> object:
+    """The ``parentSession`` of a log's header line (``None`` when unreadable or absent)."""
+    try:
+        with open(path, "rb") as raw:
+            reader = zstandard.ZstdDecompressor().stream_reader(raw) if path.suffix == ".zstd" else raw
+            head = reader.read(_HEADER_BYTES).split(b"\n", 1)[0]
+        header = msgspec.json.decode(head)
+    except (OSError, zstandard.ZstdError, msgspec.DecodeError):
+        return None
+    return header.get("parentSession") if isinstance(header, dict) else None
+
+
+_HEADER_BYTES = 65536  # rc.8 writes the header (id, cwd, parent, depth) as the log's short first line
 
 
 main.add_command(mock_cli, "mock")
