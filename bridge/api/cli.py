@@ -6,6 +6,7 @@ Exit codes: ``python_core.cli_errors``'s table (0 ok, 1 a named error or a broke
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
@@ -36,6 +38,7 @@ from dsh_sidecar.bridge.api.types import (
     SubagentCassette,
     ToolCassette,
 )
+from dsh_sidecar.bridge.hooks.references import resolve
 from dsh_sidecar.bridge.host import doctor
 from dsh_sidecar.bridge.host.discovery import HOST_ENV_VAR, HostNotFound, default_dsh_home, find_host
 from dsh_sidecar.bridge.host.install import PACKAGE, install_package, install_plugin, record_local_plugin
@@ -43,9 +46,8 @@ from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, f
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
-from dsh_sidecar.python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.errors import FilterUnresolved, SidecarError, printable
 from dsh_sidecar.python_core.files import reason_of
-from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
 from dsh_sidecar.python_core.model_cassette import verify_file
 from dsh_sidecar.python_core.model_cassette.cli import IMPORTED_NOTE
@@ -619,8 +621,14 @@ def _indexed_runs(index: Path, test: str | None) -> list[IndexedRun]:
 @click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session.")
 @_DSH_HOME
 @click.option("--json", "as_json", is_flag=True, help="Summary, tool calls, results, mock status and events as JSON.")
-@click.option("--events", "raw_events", is_flag=True, help="Print every event as one JSON line.")
-def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_json: bool, raw_events: bool) -> None:
+@click.option("--events", "raw_events", is_flag=True,
+              help="Print every event as one JSON line (the system prompt and tool list folded; --full prints them).")
+@click.option("--full", is_flag=True, help="With --events: the system prompt and tool definitions whole.")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="The test logic JSON your runs use (as run --config): its filters hide values in the call tree "
+                   "too (credentials are always hidden).")
+def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_json: bool, raw_events: bool,
+                  full: bool, config_file: str | None) -> None:
     """Show SESSION_ID (looked up in CWD's sessions, then in every folder's; default: the newest
     session of CWD), decoded."""
     home = _sessions_home(dsh_home)
@@ -641,10 +649,11 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
             "`dsh-sidecar sessions list --cwd DIR`, or name the home with --dsh-home"
         ))
     summary, path, events = match
+    redactor = _session_filters(config_file)
     calls, results, statuses = tool_calls(events), tool_results(events), mock_statuses(events)
     if raw_events:
         for event in events:
-            click.echo(json.dumps(event, ensure_ascii=False))
+            click.echo(json.dumps(event if full else _folded(event), ensure_ascii=False))
         return
     if as_json:
         document = {"summary": summary, "path": str(path), "tool_calls": calls, "tool_results": results,
@@ -657,42 +666,74 @@ def sessions_show(session_id: str | None, cwd: str, dsh_home: Path | None, as_js
     click.echo(f"turns:   {summary.turns} (end: {', '.join(summary.end_reasons) or '-'})")
     width = max(shutil.get_terminal_size().columns, 60)
     by_call = {r.call_id: r for r in results}
+    tools = {c.call_id: c.tool for c in calls}
     for c in calls:
         # The call tree: each call with its arguments and its result (credentials filtered: a log
         # keeps what the tool got), cut to the terminal's width; an error's line is shown whole.
         click.echo(f"call     {c.call_id} {c.tool} (turn {c.turn}, step {c.step})")
-        click.echo(_cut(f"  args   {_shown(c.arguments, c.tool, 'args')}", width))
+        click.echo(_cut(f"  args   {_shown(redactor, c.arguments, c.tool, 'args')}", width))
         r = by_call.pop(c.call_id, None)
         if r is not None:
-            click.echo(_result_line(r, width))
+            click.echo(_result_line(redactor, r, width, tools.get(r.call_id, "")))
     for r in by_call.values():  # a result whose call the log does not hold
-        click.echo(_result_line(r, width, orphan=True))
+        click.echo(_result_line(redactor, r, width, "", orphan=True))
     for m in statuses:
         click.echo(f"mock     {m.state} steps {m.steps_completed}/{m.step_count}"
                    + (f" {m.error_code}" if m.error_code else ""))
     click.echo(f"final:   {summary.final_text[:200]!r}")
 
 
-_CREDENTIALS = Filters(parse_filters(["credentials"], "sessions show"))
+def _session_filters(config_file: str | None) -> Redactor:
+    """The credential filter, and the ``filters`` of a test logic file (their functions imported
+    from this folder, as a run imports them from its cwd)."""
+    entries = _logic(config_file).get("filters") or []
+    if not isinstance(entries, list):
+        raise click.UsageError("--config: filters must be a list")
+    functions: dict[str, Callable[..., Any]] = {}
+    try:
+        for index, entry in enumerate(entries):
+            ref = entry.get("call") if isinstance(entry, dict) else None
+            if isinstance(ref, str) and ref not in functions:
+                functions[ref] = resolve(ref, os.getcwd(), functools.partial(FilterUnresolved, index))
+        return Redactor(entries, functions)
+    except SidecarError as error:
+        _fail(error)
 
 
-def _shown(value: object, tool: str, where: Literal["args", "result"]) -> str:
-    """``value`` as one line of JSON with credentials replaced (text that is not JSON as is)."""
+def _folded(event: dict[str, Any]) -> dict[str, Any]:
+    """A ``request/header`` event with its system prompt as its size and its tools as their names
+    (rc.8 writes them whole at each turn: 20 KB that hide the rest of the log)."""
+    data = event.get("data")
+    if event.get("type") != "request/header" or not isinstance(data, dict) or not isinstance(data.get("header"), dict):
+        return event
+    header: dict[str, Any] = data["header"]
+    folded = dict(header)
+    if isinstance(header.get("system"), str):
+        folded["system"] = f"<system prompt: {len(header['system'])} characters; --full prints it>"
+    if isinstance(header.get("tools"), list):
+        folded["tools"] = [t.get("name") if isinstance(t, dict) else t for t in header["tools"]]
+    return {**event, "data": {**data, "header": folded}}
+
+
+def _shown(redactor: Redactor, value: object, tool: str, where: Literal["args", "result"]) -> str:
+    """``value`` as one line of JSON with its filtered parts replaced (text that is not JSON as is)."""
     if isinstance(value, str):
-        return value.replace("\n", "\\n")
-    return json.dumps(_CREDENTIALS.apply(value, tool=tool, where=where), ensure_ascii=False, separators=(",", ":"))
+        return str(redactor.scrub(redactor.text(value, tool=tool, where=where))).replace("\n", "\\n")
+    return json.dumps(redactor.scrub(redactor.value(value, tool=tool, where=where)), ensure_ascii=False,
+                      separators=(",", ":"))
 
 
 def _cut(line: str, width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def _result_line(r: SessionToolResult, width: int, *, orphan: bool = False) -> str:
+def _result_line(redactor: Redactor, r: SessionToolResult, width: int, tool: str, *, orphan: bool = False) -> str:
     head = f"result   {r.call_id}: " if orphan else "  result "
     if r.is_error:
         code = f" {r.error_code}" if r.error_code else ""
-        return f"{head}error{code}: {r.output}".replace("\n", "\\n")  # whole: an error is read to its end
-    return _cut(f"{head}ok: {_shown(_json_or_text(r.output), '', 'result')}", width)
+        output = str(redactor.scrub(r.output))
+        return f"{head}error{code}: {output}".replace("\n", "\\n")  # whole: an error is read to its end
+    return _cut(f"{head}ok: {_shown(redactor, _json_or_text(r.output), tool, 'result')}", width)
 
 
 def _json_or_text(text: str) -> object:

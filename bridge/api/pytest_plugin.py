@@ -57,6 +57,7 @@ from dsh_sidecar.bridge.api.warm_pool import WarmPool
 from dsh_sidecar.bridge.host.discovery import find_host
 from dsh_sidecar.bridge.host.install import PACKAGE, install_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv, ensure_host, host_env
+from dsh_sidecar.python_core.files import reason_of
 
 __all__ = ["DshRunner"]
 
@@ -477,7 +478,11 @@ def _trace(item: pytest.Item, report: pytest.TestReport) -> str | None:
     root = item.config.rootpath
     digest = hashlib.sha256(item.nodeid.encode()).hexdigest()[:8]
     path = root / TRACES / f"{_UNSAFE.sub('_', item.nodeid)[:120]}-{digest}.html"
-    written = runner.trace.write(path, title=item.nodeid, test=item.nodeid, outcome=report.outcome)
+    try:
+        written = runner.trace.write(path, title=item.nodeid, test=item.nodeid, outcome=report.outcome)
+    except OSError as exc:  # a full disk or a read-only rootdir: the test's own outcome stands
+        report.sections.append(("dsh trace", f"TRACE_NOT_WRITTEN: {TRACES}: {reason_of(exc)}"))
+        return None
     return None if written is None else str(written.relative_to(root))
 
 

@@ -3,7 +3,9 @@
 A row per test that called ``dsh.run``: its tool calls, the calls its cassettes served, the
 calls they recorded, the tool calls that ran for real (live: neither served nor refused by a
 cassette), the calls a replay could not match (mismatched) and the records it left
-(unconsumed), and the tools stood up from a cassette.
+(unconsumed), and the tools stood up from a cassette. The totals add the model calls that reached
+a provider: a model cassette's recorded calls, or without one the steps and titles of a route
+other than the mock (a replay makes none).
 The counts travel from an xdist worker to the controller as one ``user_properties`` entry of
 plain ints, so the table is the same with ``-n 2`` as in one process.
 """
@@ -18,6 +20,8 @@ __all__ = ["COLUMNS", "PROPERTY", "counts", "table"]
 
 PROPERTY = "dsh_verdict"
 COLUMNS = ("runs", "calls", "served", "recorded", "live", "mismatched", "unconsumed", "stood_up")
+PROVIDER = "provider_requests"
+"""Counted per test and totalled, not a column: an offline suite's line says 0."""
 # A tool call the sidecar answered with one of these did not run: it was refused in its place.
 _MISMATCH = frozenset({"CASSETTE_MISMATCH", "CASSETTE_EXTRA_CALL"})
 
@@ -32,8 +36,9 @@ def _summaries(result: RunResult) -> list[CassetteSummary]:
 
 def counts(runs: Sequence[RunResult]) -> dict[str, int]:
     """One test's counts over its runs (``COLUMNS``)."""
-    out = dict.fromkeys(COLUMNS, 0)
+    out = dict.fromkeys((*COLUMNS, PROVIDER), 0)
     for result in runs:
+        out[PROVIDER] += _provider_requests(result)
         out["runs"] += 1
         out["calls"] += len(result.tool_calls)
         for summary in _summaries(result):
@@ -50,6 +55,25 @@ def counts(runs: Sequence[RunResult]) -> dict[str, int]:
     return out
 
 
+def _provider_requests(result: RunResult) -> int:
+    """The model calls of a run that went to a provider (none was served by a cassette or the mock)."""
+    model = result.model_cassette
+    if model is not None:
+        return model.recorded if model.mode == "record" else 0
+    steps = 0
+    for event in result.events:
+        data = event.get("data")
+        if not isinstance(data, dict):
+            continue
+        if event.get("type") == "assistant/message":
+            source = data.get("message", {}).get("source") if isinstance(data.get("message"), dict) else None
+            steps += isinstance(source, dict) and source.get("provider") not in (None, "mock")
+        elif event.get("type") == "session/title-llm-request":
+            route = data.get("route")
+            steps += isinstance(route, dict) and route.get("provider") not in (None, "mock")
+    return steps
+
+
 def table(rows: Iterable[tuple[str, str, dict[str, int], str | None]]) -> list[str]:
     """The verdict lines: a header, a row per (nodeid, outcome, counts, trace page), and the totals.
 
@@ -63,15 +87,15 @@ def table(rows: Iterable[tuple[str, str, dict[str, int], str | None]]) -> list[s
     traced = any(page is not None for _, _, _, page in rows)
     lines = ["  ".join(["test".ljust(width), *(h.replace("_", " ").rjust(max(len(h), 7)) for h in heads),
                         *(["trace"] if traced else [])])]
-    totals = dict.fromkeys(COLUMNS, 0)
+    totals = dict.fromkeys((*COLUMNS, PROVIDER), 0)
     for nodeid, outcome, values, page in rows:
         cells = [outcome.rjust(7), *(str(values.get(c, 0)).rjust(max(len(c), 7)) for c in COLUMNS[1:])]
         lines.append("  ".join([nodeid.ljust(width), *cells, *([page or "-"] if traced else [])]))
-        for column in COLUMNS:
+        for column in totals:
             totals[column] += values.get(column, 0)
     lines.append(
         f"{len(rows)} dsh tests · {totals['runs']} runs · {totals['calls']} tool calls · {totals['served']} served · "
         f"{totals['recorded']} recorded · {totals['live']} live · {totals['mismatched']} mismatched · "
-        f"{totals['unconsumed']} unconsumed · {totals['stood_up']} stood up"
+        f"{totals['unconsumed']} unconsumed · {totals['stood_up']} stood up · {totals[PROVIDER]} provider requests"
     )
     return lines

@@ -208,6 +208,9 @@ def test_a_changed_request_fails_closed_naming_the_difference(
     if change == "prompt":
         assert first["pointer"] == "/messages/0"
         assert "Paris" in json.dumps(first["recorded"]) and "Rome" in json.dumps(first["live"])
+        # and, within the message, the leaf that changed
+        assert {"pointer": "/messages/0/content/0/text", "change": "changed", "recorded": WEATHER_TASK,
+                "live": task} in shown["pointers"]
     assert "MODEL_CASSETTE_MISMATCH" in [e.code for e in result.errors]
     mismatch = next(e.message for e in result.errors if e.code == "MODEL_CASSETTE_MISMATCH")
     assert named in mismatch and "no provider request was made" in mismatch

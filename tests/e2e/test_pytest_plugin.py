@@ -71,7 +71,7 @@ def test_the_example_records_once_then_passes_offline_and_under_xdist(tmp_path: 
         for name in ("test_weather.py", "test_weather_copy.py")
     ]
     assert verdict[3] == ("2 dsh tests · 2 runs · 2 tool calls · 2 served · 0 recorded · 0 live · 0 mismatched · "
-                          "0 unconsumed · 0 stood up")
+                          "0 unconsumed · 0 stood up · 0 provider requests")
     assert "1 served" not in first.stdout and "1 recorded · 1 live" in first.stdout
     # The last pytest run's sessions are found from the project folder, by run or by test.
     cli = [str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "sessions", "list", "--dsh-home", str(DSH_HOME)]
@@ -125,6 +125,9 @@ def test_a_failed_replay_says_which_call_differed_and_how_to_re_record(tmp_path:
         assert mismatch.locator("[data-test=pointer-row] td").first.inner_text() == "/city"
         assert mismatch.locator("[data-test=recorded-value]").inner_text() == "Paris"
         assert mismatch.locator("[data-test=live-value]").inner_text() == "Rome"
+        # The error sits in the call tree right under the call it refused.
+        assert page.locator("[data-test=call-row] + [data-test=call-error]").inner_text().startswith(
+            "CASSETTE_MISMATCH: weather_lookup at root/0, ordinal 0")
         page.locator("[data-test=call-row]").click()
         assert '"city": "Rome"' in page.locator("[data-test=call-args]").inner_text()
         if os.environ.get("DSH_SCREENSHOTS"):  # the README's pictures: DSH_SCREENSHOTS=docs/img

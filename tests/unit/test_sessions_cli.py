@@ -191,3 +191,40 @@ def test_show_prints_each_call_with_its_arguments_and_result_credentials_filtere
     assert lines[at + 4].endswith("…") and len(lines[at + 4]) == max(shutil.get_terminal_size().columns, 60)
     assert lines[at + 5] == f"  result error CASSETTE_MISMATCH: {failure}"
     assert "sk-canary-123" not in out
+
+
+def test_events_fold_the_system_prompt_and_the_tool_list_unless_full(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    header = {"type": "request/header", "data": {"header": {"config": {"provider": "mock"}, "system": "S" * 20_000,
+              "tools": [{"name": "read", "description": "D" * 5_000, "parameters": {}}]}, "reason": "initial"}}
+    _log(home, tmp_path, "session-big", _header("session-big", tmp_path), json.dumps(header))
+
+    code, out, _ = _invoke("show", "session-big", "--events", "--cwd", str(tmp_path), "--dsh-home", str(home))
+    assert code == 0 and len(out) < 1_000
+    shown = json.loads(out.splitlines()[1])["data"]["header"]
+    assert shown == {"config": {"provider": "mock"},
+                     "system": "<system prompt: 20000 characters; --full prints it>", "tools": ["read"]}
+    code, out, _ = _invoke("show", "session-big", "--events", "--full", "--cwd", str(tmp_path), "--dsh-home", str(home))
+    assert code == 0 and json.loads(out.splitlines()[1]) == header
+
+
+def test_show_applies_the_filters_of_a_test_logic_file_and_hides_what_they_hid_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home, sid = tmp_path / "home", "session-filtered"
+    call = {"type": "tool/call", "data": {"callId": "c1", "name": "lookup", "turn": 1, "step": 1,
+                                         "arguments": json.dumps({"city": "Paris", "ref": "acct-77123"})}}
+    block = {"type": "tool-result", "toolCallId": "c1", "isError": False,
+             "content": [{"type": "text", "text": "found acct-77123 in Paris"}]}
+    _log(home, tmp_path, sid, _header(sid, tmp_path), json.dumps(call),
+         json.dumps({"type": "tool/result", "data": {"message": {"content": [block]}}}))
+    (tmp_path / "logic.json").write_text(json.dumps({"filters": [{"regex": "acct-[0-9]+"}]}))
+    monkeypatch.chdir(tmp_path)
+
+    plain = _invoke("show", sid, "--cwd", str(tmp_path), "--dsh-home", str(home))[1]
+    code, out, err = _invoke("show", sid, "--config", "logic.json", "--cwd", str(tmp_path), "--dsh-home", str(home))
+
+    assert "acct-77123" in plain  # without the file, only credentials are hidden
+    assert (code, err) == (0, "") and "acct-77123" not in out
+    assert '  args   {"city":"Paris","ref":"[redacted]"}' in out.splitlines()
+    assert "  result ok: found [redacted] in Paris" in out.splitlines()

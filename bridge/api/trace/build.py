@@ -41,6 +41,7 @@ _ORDINAL = re.compile(r" at (\S+), ordinal (\d+)")
 _MESSAGE = re.compile(r"^message (\d+) ")
 _TOOL = re.compile(r"^tool (.+) (?:missing|added|definition differs)$")
 _OPTION = re.compile(r"^option (\S+) ")
+_LEAVES = 20  # differing leaves shown per request part; the part itself is shown whole
 _WARNING = re.compile(r"^dsh-sidecar: (?:warning: )?([A-Z][A-Z0-9_]+): (.+)$")
 
 
@@ -303,7 +304,9 @@ def build_run(sources: RunSources) -> Run:
         run.events.append(Event(kind="error", label=f"{error['code']}: {error['message']}", session=session,
                                 ref=_call_of(run.calls, error["code"])))
     for warning in run.warnings:
-        run.events.append(Event(kind="warning", label=warning, session=session))
+        # A divergence names the call's path (``grep at root/2 ...``): the warning sits under it.
+        named = next((c.id for c in run.calls if c.path and f" at {c.path}" in warning), None)
+        run.events.append(Event(kind="warning", label=warning, session=session, ref=named))
     return run
 
 
@@ -376,10 +379,14 @@ def _mismatches(run: Run, sources: RunSources) -> None:
                             where=f"model call {line.get('lane')}#{line.get('position')}", differences=differences)
         for difference in differences:
             pointer = _part(difference, live, recorded)
-            if pointer is not None:
-                mismatch.pointers.append(PointerValues(
-                    pointer=pointer, change=difference, recorded=_scalar(line.get("recorded"), recorded, pointer),
-                    live=_scalar(line.get("live"), live, pointer)))
+            if pointer is None:
+                continue
+            was, now = _scalar(line.get("recorded"), recorded, pointer), _scalar(line.get("live"), live, pointer)
+            mismatch.pointers.append(PointerValues(pointer=pointer, change=difference, recorded=was, live=now))
+            if was is not None and now is not None:
+                # Within the part, each leaf that differs (the word of a prompt that changed).
+                mismatch.pointers += [msgspec.structs.replace(p, pointer=pointer + p.pointer)
+                                      for p in pointer_values(was, now)[:_LEAVES]]
         if recorded is None:
             mismatch.note = ("the cassette keeps request digests only (requestView: metadata); "
                              "record it with requestView: full to see the recorded texts")

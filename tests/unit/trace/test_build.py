@@ -75,7 +75,8 @@ def _result() -> RunResult:
         stderr=("dsh-sidecar: warning: REPLAY_DIVERGED: grep at root/2 returned another result\n"
                 f"dsh-sidecar: CASSETTE_MISMATCH: {MISMATCH}\ndsh-sidecar: fix: re-record\n"),
         tool_calls=[], tool_results=[ToolResult(call_id="c2", tool="echo", path="root/1", is_error=False, output="",
-                                                value={"echoed": SECRET})],
+                                                value={"echoed": SECRET}),
+                      ToolResult(call_id="c3", tool="grep", path="root/2", is_error=False, output="no matches")],
         mock=[], tool_cassette=summary, subagent_cassette=None,
         errors=[Diagnostic("CASSETTE_MISMATCH", MISMATCH),
                 Diagnostic("MODEL_CASSETTE_MISMATCH", "model call model#1: request differs: message 1 (user) differs")],
@@ -97,6 +98,9 @@ def test_each_call_has_its_source_and_each_step_its_text_reasoning_and_finish() 
     assert (step.source, step.reasoning, step.finish, step.turn, step.step) == ("mock", "think", "tool-calls", 1, 1)
     assert run.calls[0].duration_ms == 10 and run.calls[0].at_ms == 50
     assert run.warnings == ["REPLAY_DIVERGED: grep at root/2 returned another result"]
+    # Each error and warning is placed at its call: the mismatch under c1, the divergence under c3.
+    assert [(e.kind, e.ref) for e in run.events if e.kind in ("error", "warning")] == [
+        ("error", "c1"), ("error", None), ("warning", "c3")]
 
 
 def test_a_tool_mismatch_holds_the_recorded_call_from_the_cassette_beside_the_live_one() -> None:
