@@ -10,9 +10,13 @@ lacks is refused by name (``ImportUnfaithful``), never guessed.
   in rc.8's key order.
 - Request: the last ``request/header`` before the call's first chunk (its ``config``: route and
   options; its ``system`` and ``tools``), and the messages on the log's ordered surface at that
-  moment (``user/message``, ``assistant/message``, ``tool/result`` events with ``surfaceOp:
-  append``). A ``replace`` surface op (compaction) is refused: the compaction call's stream is not
-  in the log.
+  moment, folded as rc.8 folds it (``@deepseek-ai/dsh-session/lib/types/surface.js``): a
+  ``user/message``, ``assistant/message`` or ``tool/result`` with ``surfaceOp: append`` joins the
+  tail; one with ``{op: replace, start, end}`` takes the place of the surface nodes whose event
+  seqs run from ``start`` to ``end``. A ``tool/result`` replacement is the model-free tool-result
+  pruner's (``dsh-compaction-tool-result-pruner``: only the content changes) and is folded; a
+  compaction (``compaction/start``, or any other replacement) is refused: its summarization call's
+  stream is not in the log.
 - The session title: ``session/title-llm-request`` holds its request but the log never holds its
   stream (only the title text), so each title call is *left out*, as a recording leaves out a
   title that had not settled (``docs/model-cassette-format.md``, "The session-title call").
@@ -122,7 +126,26 @@ def _message(data: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return message if isinstance(message, Mapping) else {}
 
 
-def _request(header: Mapping[str, Any] | None, surface: list[Mapping[str, Any]], where: str) -> dict[str, Any]:
+def _fold(surface: list[tuple[int, Mapping[str, Any]]], event: Mapping[str, Any], kind: str, where: str) -> None:
+    """Apply one surface event to ``surface`` (``(seq, message)`` nodes), as rc.8 does."""
+    op = event["surfaceOp"]
+    if op != "append" and (not isinstance(op, Mapping) or op.get("op") != "replace" or kind != "tool/result"):
+        raise ImportUnfaithful("compaction", f"{where} replaces earlier messages (compaction); the compaction "
+                                             "call's stream is not in the log")
+    data = event.get("data")
+    seq, message = _int(event.get("seq"), "seq", where), _message(data if isinstance(data, Mapping) else {}, kind)
+    if op == "append":
+        surface.append((seq, message))
+        return
+    seqs = [node for node, _ in surface]
+    start, end = op.get("start"), op.get("end")
+    if start not in seqs or end not in seqs or seqs.index(start) > seqs.index(end):
+        raise ImportUnfaithful("surface", f"{where} replaces a range that is not on the surface")
+    surface[seqs.index(start):seqs.index(end) + 1] = [(seq, message)]
+
+
+def _request(header: Mapping[str, Any] | None, surface: list[tuple[int, Mapping[str, Any]]],
+             where: str) -> dict[str, Any]:
     if header is None:
         raise ImportUnfaithful("request", f"the call at {where} has no request/header before it (system prompt, "
                                           "tools and options unknown)")
@@ -133,7 +156,7 @@ def _request(header: Mapping[str, Any] | None, surface: list[Mapping[str, Any]],
     for key in ("system", "tools"):
         if header.get(key) is not None:
             request[key] = header[key]
-    request["messages"] = [{k: v for k, v in m.items() if k != "id"} for m in surface]
+    request["messages"] = [{k: v for k, v in m.items() if k != "id"} for _, m in surface]
     return request
 
 
@@ -163,7 +186,7 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
         raise ImportUnfaithful("cwd", "the session header names no working directory (the prompt's <cwd> "
                                       "cannot be placed)")
     header: Mapping[str, Any] | None = None
-    surface: list[Mapping[str, Any]] = []
+    surface: list[tuple[int, Mapping[str, Any]]] = []
     open_calls: dict[tuple[int, int], _Open] = {}
     calls: list[LogCall] = []
     titles = 0
@@ -178,10 +201,10 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
             found = data.get("header")
             header = found if isinstance(found, Mapping) else None
         elif kind in _SURFACE and "surfaceOp" in event:
-            if event["surfaceOp"] != "append":
-                raise ImportUnfaithful("compaction", f"{where} replaces earlier messages (compaction); the "
-                                                     "compaction call's stream is not in the log")
-            surface.append(_message(data, kind))
+            _fold(surface, event, kind, where)
+        elif kind == "compaction/start":
+            raise ImportUnfaithful("compaction", f"{where} starts a compaction; its summarization call's stream "
+                                                 "is not in the log")
         elif kind == "session/title-llm-request":
             titles += 1
         elif kind == "assistant/chunk":

@@ -130,6 +130,28 @@ def test_a_retried_stream_is_a_second_call_with_the_same_request() -> None:
     assert b"10.1.2.3" not in b"".join(lines) and b"<endpoint>" in lines[2]
 
 
+def _pruned(start: int = 13) -> list[dict[str, Any]]:
+    """The log with its tool result pruned before step 2, as rc.8's model-free pruner writes it."""
+    shown = json.loads(json.dumps(RESULT))
+    shown["content"][0]["content"][0]["text"] = "Par[... 4 characters omitted ...]ny"
+    events = _log()
+    at = next(i for i, e in enumerate(events) if e["type"] == "text-chunks")
+    events[at:at] = [
+        {"type": "compaction/prune", "seq": 14, "time": 17, "data": {"shadowedRange": {"start": 13, "end": 13}}},
+        {"type": "tool/result", "seq": 15, "time": 17, "data": {"turn": 1, "step": 1, "message": shown},
+         "surfaceOp": {"op": "replace", "start": start, "end": start}, "sourceEventSeqs": [start]},
+    ]
+    return events
+
+
+def test_a_pruned_tool_result_takes_its_original_s_place_in_the_next_request() -> None:
+    first, second = calls_of(_pruned()).calls
+
+    assert len(first.request["messages"]) == 2
+    assert [m["role"] for m in second.request["messages"]] == ["user", "user", "assistant", "user"]
+    assert second.request["messages"][3]["content"][0]["content"][0]["text"] == "Par[... 4 characters omitted ...]ny"
+
+
 def test_a_replay_of_the_session_s_requests_is_served_from_another_folder(tmp_path: Path) -> None:
     path = _written(tmp_path, _log())
     assert verify_file(str(path)).valid
@@ -191,6 +213,8 @@ def test_the_recorder_s_fingerprints_and_chunks_of_real_logs_are_reproduced() ->
      "step"),
     (_log({"type": "text-chunks", "seq0": 1, "time0": 1, "data": {"texts": ["a", "b"], "dt": []}}), "chunks"),
     (_log(_chunk(2, 1, {"index": 0})), "chunks"),
+    (_log({"type": "compaction/start", "seq": 20, "data": {"turn": 2}}), "compaction"),
+    (_pruned(start=99), "surface"),
 ])
 def test_what_a_log_lacks_is_refused_by_name(events: list[dict[str, Any]], field: str) -> None:
     with pytest.raises(ImportUnfaithful) as refused:
