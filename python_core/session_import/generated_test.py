@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
 from dsh_sidecar.python_core.session_import.model import ImportPrivate
@@ -99,6 +99,15 @@ def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: 
         ImportPrivate: a value to assert names the absolute cwd or holds a credential.
     """
     name = function_name(session_id)
+    ends = [d.get("reason") for d in (e.get("data") for e in events if e.get("type") == "turn/end")
+            if isinstance(d, Mapping)]
+    kinds = [str(r.get("kind"))[:40] if isinstance(r, Mapping) else "?" for r in ends]
+    if len(kinds) != 1:
+        raise ImportUnfaithful("test", f"the session has {len(kinds)} finished turns; a generated test runs one task "
+                                       "(several turns: not built yet)")
+    if kinds[0] != "completed":
+        raise ImportUnfaithful("test", f"the session's turn ended {printable(kinds[0])}; a generated test asserts "
+                                       "a completed turn", "import with --model-cassette alone and assert the failure")
     task = _checked(_task(events), "the task", cwd)
     final = _checked(final_text(events), "the final text", cwd)
     names = {c.call_id: c.tool for c in tool_calls(events)}

@@ -80,6 +80,7 @@ def _log(*events: dict[str, Any], **header: Any) -> list[dict[str, Any]]:
         {"type": "text-chunks", "seq0": 14, "time0": 20, "data": {
             "turn": 1, "step": 2, "index": 0, "dt": [1, 1], "texts": ["It ", "is ", "sunny."]}},
         _finish(1, 2, "stop", 23),
+        {"type": "turn/end", "seq": 19, "time": 24, "data": {"turn": 1, "reason": {"kind": "completed"}}},
         *events,
     ]
 
@@ -312,6 +313,9 @@ def _with_result(events: list[dict[str, Any]], text: str) -> list[dict[str, Any]
 @pytest.mark.parametrize(("change", "refusal"), [
     (lambda e: [*e, {"type": "user/message", "data": TASK, "surfaceOp": "append"}],
      "IMPORT_UNFAITHFUL: test: the session has 2 user messages"),
+    (lambda e: [*e, e[-1]], "IMPORT_UNFAITHFUL: test: the session has 2 finished turns"),
+    (lambda e: [*e[:-1], {"type": "turn/end", "data": {"reason": {"kind": "error"}}}],
+     "IMPORT_UNFAITHFUL: test: the session's turn ended error; a generated test asserts a completed turn"),
     (lambda e: _with_result(e, f"wrote {CWD}/a.txt"),
      "IMPORT_PRIVATE: test: tool result 0: it names the session's absolute working directory"),
     (lambda e: _with_result(e, '{"token": "t-1"}'),
