@@ -99,8 +99,11 @@ def _expand(events: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str,
             raise ImportUnfaithful("chunks", f"{where} has no data object")
         members = data.get("args" if kind == "tool-call-chunks" else "texts")
         gaps = data.get("dt")
+        # rc.8's own decoder (chunk-rows.js validateRow) refuses what this refuses.
         if (not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members)
-                or not isinstance(gaps, list) or len(gaps) != len(members) - 1):
+                or not isinstance(gaps, list) or len(gaps) != len(members) - 1
+                or (kind == "tool-call-chunks" and (not isinstance(data.get("id"), str)
+                                                    or not isinstance(data.get("name", ""), str)))):
             raise ImportUnfaithful("chunks", f"{where} is not a storage row rc.8 writes")
         time = _int(event.get("time0"), "time0", where)
         turn, step, block = (_int(data.get(k), k, where) for k in ("turn", "step", "index"))
