@@ -855,8 +855,8 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
             if test_file.exists():
                 raise ImportTestExists(test_file.name)
             model_file = test_file.parent / cassette_path(test_file.stem, function_name(summary.session_id))
-            model_file.parent.mkdir(parents=True, exist_ok=True)
         assert model_file is not None  # --tools alone ends in refuse_tools
+        model_file.parent.mkdir(parents=True, exist_ok=True)
         write_lines(str(model_file), lines)
         if source is not None and test_file is not None:
             _write_new(test_file, source)
