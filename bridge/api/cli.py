@@ -20,6 +20,7 @@ from typing import Any, Literal, NoReturn
 
 import click
 import msgspec
+import zstandard
 
 from dsh_sidecar.bridge.api.run import run
 from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
@@ -45,10 +46,25 @@ from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, f
 from dsh_sidecar.python_core import __version__
 from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
-from dsh_sidecar.python_core.errors import FilterUnresolved, SidecarError
+from dsh_sidecar.python_core.errors import FilterUnresolved, SidecarError, printable
 from dsh_sidecar.python_core.files import reason_of
 from dsh_sidecar.python_core.mock.cli import mock as mock_cli
+from dsh_sidecar.python_core.model_cassette import verify_file
+from dsh_sidecar.python_core.model_cassette.cli import IMPORTED_NOTE
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
+from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
+from dsh_sidecar.python_core.session_import import (
+    ImportIOError,
+    ImportTestExists,
+    ImportUnfaithful,
+    calls_of,
+    cassette_path,
+    function_name,
+    model_lines,
+    module_source,
+    refuse_tools,
+    write_lines,
+)
 from dsh_sidecar.python_core.session_log import (
     LOG_NAMES,
     SessionLogInvalid,
@@ -775,6 +791,155 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
             removed += 1
             click.echo(f"{verb} {entry.name} ({project.name})")
     click.echo(f"{removed} session(s) {'to remove' if dry_run else 'removed'}, {kept} kept", err=True)
+
+
+@main.command("import")
+@click.argument("session", required=False)
+@click.option("--last", is_flag=True, help="Import the newest session of CWD instead of naming one.")
+@click.option("--cwd", default=".", show_default=True, help="The DSH working directory of the session (an id is "
+              "looked up there first, then in every folder's sessions).")
+@_DSH_HOME
+@click.option("--model-cassette", "model_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the session's provider calls here as a model cassette (create-only).")
+@click.option("--request-view", type=click.Choice(["metadata", "full"]), default="metadata", show_default=True,
+              help="As modelCassette.requestView: full also keeps the filtered request views.")
+@click.option("--filters", "filters_json", default='["credentials"]', show_default=True, metavar="JSON",
+              help="The modelCassette.filters rules (JSON list) run over each request view; a replay declares "
+                   "the same (`[]`: none).")
+@click.option("--tools", "--include", "include", multiple=True, metavar="PATTERN",
+              help="Tools whose calls to import as a tool cassette (repeat; `*` wildcards, as toolCassette.include).")
+@click.option("--test", "test_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a pytest module replaying the session through the `dsh` fixture, its model "
+                   "cassette where the fixture looks (cassettes/<module>/<test>.model.ndjson beside it).")
+def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | None, model_file: Path | None,
+                   request_view: str, filters_json: str, include: tuple[str, ...], test_file: Path | None) -> None:
+    """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
+    replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name
+    and nothing is written.
+
+    \b
+    dsh-sidecar import session-83ead6e0-... --model-cassette tests/cassettes/paris.model.ndjson
+    dsh-sidecar import session-83ead6e0-... --test tests/test_paris.py
+    """
+    if (session is None) == (not last):
+        raise click.UsageError("name one session: SESSION (an id or a log path) or --last (the newest of CWD)")
+    if model_file is not None and test_file is not None:
+        raise click.UsageError("--test writes the model cassette where the dsh fixture looks; drop --model-cassette")
+    if model_file is None and test_file is None and not include:
+        raise click.UsageError("nothing to import: pass --model-cassette FILE, --test PATH and/or --tools PATTERN")
+    try:
+        raw_filters = json.loads(filters_json)
+        filters = parse_model_config({"mode": "replay", "file": "-", "filters": raw_filters}, cwd=".").filters
+    except ValueError:
+        raise click.UsageError("--filters: not a JSON list of filter rules") from None
+    except SidecarError as error:
+        _fail(error)
+    summary, log_path, events = _import_source(session, cwd, _sessions_home(dsh_home))
+    try:
+        if (log_path.parent / "replay.override.json").exists():
+            raise ImportUnfaithful("override", "a dsh-llm-replay replay.override.json beside the log replaces or "
+                                               "patches its scripts; carrying it is not built yet",
+                                   "import a log without one")
+        children = _children_of(log_path.parent.parent, summary.session_id)
+        if children:
+            raise ImportUnfaithful("subagents", f"the session delegated to {children} child session(s), whose "
+                                                "model calls are in their own logs; importing them is not built yet")
+        log = calls_of(events)
+        if include:
+            refuse_tools(events, include)
+        lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
+        source = None
+        if test_file is not None:
+            source = module_source(events, session_id=summary.session_id, cwd=log.cwd, module_stem=test_file.stem,
+                                   filters=raw_filters)
+            if test_file.exists():
+                raise ImportTestExists(test_file.name)
+            model_file = test_file.parent / cassette_path(test_file.stem, function_name(summary.session_id))
+        assert model_file is not None  # --tools alone ends in refuse_tools
+        model_file.parent.mkdir(parents=True, exist_ok=True)
+        write_lines(str(model_file), lines)
+        if source is not None and test_file is not None:
+            _write_new(test_file, source)
+        report = verify_file(str(model_file))
+    except SidecarError as error:
+        _fail(error)
+    except OSError as exc:
+        _fail(ImportIOError(Path(exc.filename or "").name or "a file", reason_of(exc)))
+    if report.error is not None:
+        _fail(report.error)
+    lanes = ", ".join(f"{lane} {n}" for lane, n in report.lanes.items()) or "none"
+    left = "".join(f"; left out {name} (the log holds its request, not its stream)" for name in log.left_out)
+    click.echo(f"dsh-sidecar import: session {summary.session_id}: wrote {_shown_path(str(model_file))}: "
+               f"{report.calls} calls ({lanes}){left}")
+    if test_file is not None:
+        click.echo(f"dsh-sidecar import: wrote {_shown_path(str(test_file))}: "
+                   f"{function_name(summary.session_id)} (run it: pytest {_shown_path(str(test_file))})")
+    click.echo(f"valid: dsh-model-cassette v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
+               f"complete tail{IMPORTED_NOTE}")
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Create ``path`` with ``text``; never overwrite (a test that appeared meanwhile is kept)."""
+    try:
+        with open(path, "x", encoding="utf-8") as out:
+            out.write(text)
+    except FileExistsError:
+        raise ImportTestExists(path.name) from None
+
+
+def _import_source(session: str | None, cwd: str, home: Path) -> _Log:
+    """The log SESSION names (a log file's path, else a session id looked up as `sessions show`
+    does; ``None``: CWD's newest): its summary, path and events."""
+    match: _Log | SidecarError | None
+    if session is None:
+        found = _session_logs(home, cwd)
+        if not found:
+            _fail(SessionNotFound("no session for this folder; list them with `dsh-sidecar sessions list --cwd DIR`"))
+        match = found[0]
+    elif (path := Path(session)).name in LOG_NAMES and path.is_file():
+        try:
+            events = decode_session_log(path.read_bytes(), source=path.name)
+        except OSError as exc:
+            _fail(SessionLogUnreadable(f"{path.name}: {reason_of(exc)}"))
+        except SessionLogInvalid as exc:
+            _fail(exc)
+        match = (summarize(events), path, events) if events else None
+    else:
+        folder = _session_folder(home, cwd, session)
+        match = None if folder is None else _read_log(folder)
+    if isinstance(match, SidecarError):
+        _fail(match)
+    if match is None:
+        _fail(SessionNotFound(
+            f"no session log for {printable((session or '')[:80])!r}; pass a session id (`dsh-sidecar sessions list "
+            "--cwd DIR`) or a session.jsonl[.zstd] path, and --dsh-home when it is another home's"))
+    return match
+
+
+def _children_of(project: Path, session_id: str) -> int:
+    """How many logs of the same folder name ``session_id`` as their parent (its subagents' sessions);
+    only each log's header line is read."""
+    count = 0
+    for entry in sorted(project.iterdir()) if project.is_dir() else []:
+        path = next((entry / n for n in LOG_NAMES if (entry / n).is_file()), None)
+        if path is not None and _parent_of(path) == session_id:
+            count += 1
+    return count
+
+
+def _parent_of(path: Path) -> object:
+    """The ``parentSession`` of a log's header line (``None`` when unreadable or absent)."""
+    try:
+        with open(path, "rb") as raw:
+            reader = zstandard.ZstdDecompressor().stream_reader(raw) if path.suffix == ".zstd" else raw
+            head = reader.read(_HEADER_BYTES).split(b"\n", 1)[0]
+        header = msgspec.json.decode(head)
+    except (OSError, zstandard.ZstdError, msgspec.DecodeError):
+        return None
+    return header.get("parentSession") if isinstance(header, dict) else None
+
+
+_HEADER_BYTES = 65536  # rc.8 writes the header (id, cwd, parent, depth) as the log's short first line
 
 
 main.add_command(mock_cli, "mock")

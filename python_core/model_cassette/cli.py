@@ -19,11 +19,13 @@ from dsh_sidecar.python_core.cli_errors import EXIT_DIFFERENT, EXIT_FAILED, EXIT
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.model_cassette.diff import diff_cassettes
 from dsh_sidecar.python_core.model_cassette.errors import short
-from dsh_sidecar.python_core.model_cassette.format import PROTOCOL, CallFrame
+from dsh_sidecar.python_core.model_cassette.format import IMPORTED, PROTOCOL, CallFrame
 from dsh_sidecar.python_core.model_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.model_cassette.store import Cassette, VerifyReport, load, verify_file
 
-__all__ = ["cli", "diff_cassettes"]
+__all__ = ["IMPORTED_NOTE", "cli", "diff_cassettes"]
+
+IMPORTED_NOTE = ", imported from a session log (docs/import.md)"
 
 
 def _verify_or_exit(file: str) -> VerifyReport:
@@ -49,7 +51,7 @@ def verify(file: str) -> None:
         raise SystemExit(EXIT_FAILED)
     lanes = ", ".join(f"{lane} {count}" for lane, count in report.lanes.items()) or "none"
     click.echo(f"valid: {PROTOCOL} v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
-               "complete tail")
+               f"complete tail{IMPORTED_NOTE if report.imported else ''}")
 
 
 def _call_row(call: CallFrame) -> dict[str, object]:
@@ -79,8 +81,8 @@ def inspect(file: str, as_json: bool) -> None:
             "host": cassette.header.host, "calls": rows, "valid": True,
         }, sort_keys=True))
         return
-    click.echo(f"protocol: {PROTOCOL} v{cassette.header.version}, requestView {cassette.header.requestView}, "
-               f"recorded with dsh-llm {cassette.header.host}")
+    source = IMPORTED_NOTE[2:] if cassette.header.host == IMPORTED else f"recorded with dsh-llm {cassette.header.host}"
+    click.echo(f"protocol: {PROTOCOL} v{cassette.header.version}, requestView {cassette.header.requestView}, {source}")
     click.echo(f"calls: {len(rows)}")
     for r in rows:
         click.echo(

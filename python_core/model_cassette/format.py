@@ -24,6 +24,7 @@ from dsh_sidecar.python_core.model_request import RequestParts
 __all__ = [
     "ABANDONABLE",
     "GENESIS",
+    "IMPORTED",
     "PROTOCOL",
     "READABLE",
     "VERSION",
@@ -46,6 +47,9 @@ PROTOCOL = "dsh-model-cassette"
 VERSION = 2
 READABLE = (1, 2)
 """Versions this build reads; it writes ``VERSION``."""
+IMPORTED = "session-log"
+"""The header's ``host`` of a cassette ``dsh-sidecar import`` rebuilt from a session log (the log
+does not name the dsh-llm that streamed it); ``inspect`` and ``verify`` say so (docs/import.md)."""
 ABANDONABLE = frozenset({"session-title"})
 """Lanes whose calls the host starts beside the turn and abandons at exit (rc.8 does not wait
 for the session title): such a call is recorded if it settled, otherwise left out."""

@@ -21,6 +21,7 @@ from dsh_sidecar.python_core.model_cassette.errors import (
 )
 from dsh_sidecar.python_core.model_cassette.format import (
     ABANDONABLE,
+    IMPORTED,
     PROTOCOL,
     READABLE,
     AnyFrame,
@@ -63,6 +64,8 @@ class VerifyReport(msgspec.Struct, frozen=True):
     calls: int
     lanes: dict[str, int]
     error: ModelCassetteInvalid | None = None
+    imported: bool = False
+    """The header says ``dsh-sidecar import`` rebuilt the file from a session log."""
 
 
 class _Scanner(FrameScanner[AnyFrame]):
@@ -222,6 +225,7 @@ def verify_file(path: str) -> VerifyReport:
     return VerifyReport(
         valid=error is None, version=scanner.header.version if scanner.header is not None else None,
         frames=scanner.frames, calls=scanner.count, lanes=_recorded_lanes(scanner), error=error,
+        imported=scanner.header is not None and scanner.header.host == IMPORTED,
     )
 
 

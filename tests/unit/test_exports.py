@@ -43,7 +43,7 @@ INI = ["dsh_all_rows", "dsh_allow_live_tools", "dsh_cold", "dsh_patches", "dsh_r
        "dsh_trace", "dsh_verdict"]
 MARKER_KEYS = ("cassette", "record_mode", "config", "allow_live_tools", "cold", "strict", "trace")
 FIXTURES = ["dsh", "dsh_config", "dsh_host", "dsh_warm_pool"]
-COMMANDS = ["add-local-plugin", "host", "install", "mock", "model-cassette", "new-plugin", "run", "sessions",
+COMMANDS = ["add-local-plugin", "host", "import", "install", "mock", "model-cassette", "new-plugin", "run", "sessions",
             "shellenv", "show", "subagent-cassette", "tool-cassette"]
 SESSIONS = ["list", "prune", "show"]
 

@@ -1,0 +1,34 @@
+"""Import a DSH session log as cassettes: its provider calls as a model cassette (docs/import.md).
+
+Above the features, like ``config``: it writes the model cassette's format and reads the tool
+cassette's selection rule; no feature imports it.
+"""
+
+from dsh_sidecar.python_core.session_import.generated_test import (
+    ImportIOError,
+    ImportTestExists,
+    cassette_path,
+    function_name,
+    module_source,
+)
+from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful, LogCall, LogCalls, calls_of
+from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
+from dsh_sidecar.python_core.session_import.tools import refuse_tools, selected_calls
+
+__all__ = [
+    "IMPORTED_HOST",
+    "ImportIOError",
+    "ImportPrivate",
+    "ImportTestExists",
+    "ImportUnfaithful",
+    "LogCall",
+    "LogCalls",
+    "calls_of",
+    "cassette_path",
+    "function_name",
+    "model_lines",
+    "module_source",
+    "refuse_tools",
+    "selected_calls",
+    "write_lines",
+]

@@ -1,0 +1,141 @@
+"""The pytest module ``dsh-sidecar import --test PATH`` writes: the session's task replayed offline.
+
+Rule: the module runs the session's task through the ``dsh`` fixture with the imported model
+cassette where the fixture looks for it (``cassettes/<module>/<test>.model.ndjson`` beside the
+module) and asserts the session's final text and each tool result's text, in order. The tools the
+session called run for real at replay (``allow_live_tools`` names them: a log holds no tool
+values, docs/import.md), with the plugins the project's pytest config composes. Every value is
+written as a Python literal (``repr``). A task, final text or result that names the session's
+absolute working directory is refused (``IMPORT_PRIVATE``), as a cassette refuses it; so is a
+result the credentials filter would change (a JSON object with a ``token``/``key``/... member):
+written filtered, its assertion would fail against the live tool.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from dsh_sidecar.python_core.errors import SidecarError, printable
+from dsh_sidecar.python_core.filters import Filters, parse_filters
+from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
+from dsh_sidecar.python_core.session_import.model import ImportPrivate
+from dsh_sidecar.python_core.session_log import final_text, tool_calls, tool_results
+
+__all__ = ["ImportIOError", "ImportTestExists", "cassette_path", "function_name", "module_source"]
+
+_UNSAFE: Final = re.compile(r"[^A-Za-z0-9_]+")
+_CREDENTIALS: Final = Filters(parse_filters(["credentials"], "import --test"))
+
+
+class ImportTestExists(SidecarError):
+    """``--test PATH`` names a file that exists: an import never overwrites a test."""
+
+    code = "IMPORT_TEST_EXISTS"
+    hint = "pass another --test path, or remove the file and import again"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} already exists; nothing was written; fix: {self.hint}")
+
+
+class ImportIOError(SidecarError):
+    """A file of the import cannot be written: names its base name and the OS reason, never a path."""
+
+    code = "IMPORT_IO"
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"cannot write {name}: {reason}")
+
+
+def function_name(session_id: str) -> str:
+    """The test function's name: ``test_session_`` and the id's first 8 safe characters."""
+    return "test_session_" + (_UNSAFE.sub("_", session_id.removeprefix("session-"))[:8] or "imported")
+
+
+def cassette_path(module_stem: str, name: str) -> str:
+    """Where the ``dsh`` fixture looks for the test's model cassette, relative to the module's folder."""
+    return f"cassettes/{module_stem}/{name}.model.ndjson"
+
+
+def _task(events: Sequence[Mapping[str, Any]]) -> str:
+    tasks = [e.get("data") for e in events if e.get("type") == "user/message"]
+    texts = [d for d in tasks if isinstance(d, Mapping) and isinstance(d.get("source"), Mapping)
+             and d["source"].get("kind") == "user"]
+    if len(texts) != 1:
+        raise ImportUnfaithful("test", f"the session has {len(texts)} user messages; a generated test runs one task "
+                                       "(several turns: not built yet)")
+    content = texts[0].get("content")
+    parts = content if isinstance(content, list) else []
+    text = "".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping) and p.get("type") == "text")
+    if len(parts) != 1 or not text:
+        raise ImportUnfaithful("test", "the task is not one text part (images or attachments are not replayable)")
+    return text
+
+
+def _checked(value: str, where: str, cwd: str) -> str:
+    if len(cwd) > 1 and cwd in value:
+        raise ImportPrivate(f"test: {where}", "it names the session's absolute working directory")
+    return value
+
+
+def _credential_free(output: str, where: str) -> str:
+    try:
+        decoded = json.loads(output)
+    except ValueError:
+        return output
+    if _CREDENTIALS.apply(decoded, tool="", where="result") != decoded:
+        raise ImportPrivate(f"test: {where}", "it holds a member the credentials filter hides")
+    return output
+
+
+def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: str, module_stem: str,
+                filters: Sequence[object]) -> str:
+    """The module's source.
+
+    Raises:
+        ImportUnfaithful: the session is not one text task (``field`` ``test``).
+        ImportPrivate: a value to assert names the absolute cwd or holds a credential.
+    """
+    name = function_name(session_id)
+    ends = [d.get("reason") for d in (e.get("data") for e in events if e.get("type") == "turn/end")
+            if isinstance(d, Mapping)]
+    kinds = [str(r.get("kind"))[:40] if isinstance(r, Mapping) else "?" for r in ends]
+    if len(kinds) != 1:
+        raise ImportUnfaithful("test", f"the session has {len(kinds)} finished turns; a generated test runs one task "
+                                       "(several turns: not built yet)")
+    if kinds[0] != "completed":
+        raise ImportUnfaithful("test", f"the session's turn ended {printable(kinds[0])}; a generated test asserts "
+                                       "a completed turn", "import with --model-cassette alone and assert the failure")
+    task = _checked(_task(events), "the task", cwd)
+    final = _checked(final_text(events), "the final text", cwd)
+    names = {c.call_id: c.tool for c in tool_calls(events)}
+    results = [(names.get(r.call_id, ""), _credential_free(_checked(r.output, f"tool result {n}", cwd),
+                                                           f"tool result {n}"))
+               for n, r in enumerate(tool_results(events))]
+    rows = "".join(f"\n    ({tool!r}, {output!r})," for tool, output in results)
+    live = sorted({tool for tool, _ in results if tool})
+    return f'''"""Session {session_id} replayed offline (written by `dsh-sidecar import --test`; docs/import.md).
+
+The model's answers come from {cassette_path(module_stem, name)}: no provider, no key. The
+tools the session called run for real (allow_live_tools: a session log holds no tool values), with
+the plugins this project's pytest config composes; a different tool set or tool result is a
+MODEL_CASSETTE_MISMATCH naming the tool or the message.
+"""
+
+from dsh_sidecar import ModelCassette
+
+TASK = {task!r}
+FINAL_TEXT = {final!r}
+TOOL_RESULTS = [{rows}
+]
+
+
+def {name}(dsh):
+    result = dsh.run(TASK, model=ModelCassette(file={cassette_path(module_stem, name)!r},
+                                               options={{"filters": {list(filters)!r}}}),
+                     allow_live_tools={live!r})
+    assert result.final_text == FINAL_TEXT
+    assert [(r.tool, r.output) for r in result.tool_results] == TOOL_RESULTS
+'''

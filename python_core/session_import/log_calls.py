@@ -1,0 +1,231 @@
+"""The provider ``stream()`` calls a DSH rc.8 session log holds, each with the request it answered.
+
+Rule: a call is rebuilt only from what the log holds, the way the host built it; what the log
+lacks is refused by name (``ImportUnfaithful``), never guessed.
+
+- Chunks: the ``assistant/chunk`` events of one ``(turn, step)``, split after each ``finish``
+  (a retried stream is a second call of the same step). The storage rows rc.8 packs delta runs
+  into (``text-chunks``, ``reasoning-chunks``, ``tool-call-chunks``,
+  ``@deepseek-ai/dsh-session/lib/types/chunk-rows.js``) are expanded back to the exact chunks,
+  in rc.8's key order.
+- Request: the last ``request/header`` before the call's first chunk (its ``config``: route and
+  options; its ``system`` and ``tools``), and the messages on the log's ordered surface at that
+  moment, folded as rc.8 folds it (``@deepseek-ai/dsh-session/lib/types/surface.js``): a
+  ``user/message``, ``assistant/message`` or ``tool/result`` with ``surfaceOp: append`` joins the
+  tail; one with ``{op: replace, start, end}`` takes the place of the surface nodes whose event
+  seqs run from ``start`` to ``end``. A ``tool/result`` replacement is the model-free tool-result
+  pruner's (``dsh-compaction-tool-result-pruner``: only the content changes) and is folded; a
+  compaction (``compaction/start``, or any other replacement) is refused: its summarization call's
+  stream is not in the log.
+- The session title: ``session/title-llm-request`` holds its request but the log never holds its
+  stream (only the title text), so each title call is *left out*, as a recording leaves out a
+  title that had not settled (``docs/model-cassette-format.md``, "The session-title call").
+- Timing: an event time is a millisecond per event, not per chunk arrival at the provider
+  route; ``atMs`` counts from the call's first chunk (the wait before it is not in the log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from dsh_sidecar.python_core.errors import SidecarError
+
+__all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of"]
+
+TITLE_LANE: Final = "session-title"
+_LOOP_LANE: Final = "model"
+_SURFACE: Final = frozenset({"user/message", "assistant/message", "tool/result"})
+_ROWS: Final = {
+    "text-chunks": "text-delta", "reasoning-chunks": "reasoning-delta", "tool-call-chunks": "tool-call-delta",
+}
+
+
+class ImportUnfaithful(SidecarError):
+    """The log lacks what a faithful import needs: names the field and why, never a value."""
+
+    code = "IMPORT_UNFAITHFUL"
+    hint = "record the task through the sidecar instead (modelCassette.mode: record); docs/import.md"
+
+    def __init__(self, field: str, reason: str, fix: str = "") -> None:
+        # The fix is part of the one line: the CLI prints no hint line.
+        super().__init__(f"{field}: {reason}; nothing was written; fix: {fix or self.hint}")
+        self.field = field
+
+
+class LogCall(msgspec.Struct, frozen=True, kw_only=True):
+    """One loop ``stream()`` call: the request as ``GenerateOptions`` (no ids), its chunks and times."""
+
+    lane: str
+    position: int
+    turn: int
+    step: int
+    request: dict[str, Any]
+    chunks: list[dict[str, Any]]
+    times: list[int]
+
+
+class LogCalls(msgspec.Struct, frozen=True, kw_only=True):
+    """Every call of a log: the answered ones (completion order) and the title calls left out."""
+
+    cwd: str
+    calls: list[LogCall]
+    left_out: list[str]
+
+
+def _where(index: int, event: Mapping[str, Any]) -> str:
+    return f"event {index + 1} ({str(event.get('type'))[:40]})"
+
+
+def _int(value: object, field: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ImportUnfaithful(field, f"{where} has no integer {field}")
+    return value
+
+
+def _expand(events: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """The events with each storage row expanded into its ``assistant/chunk`` events (original index kept)."""
+    out: list[tuple[int, Mapping[str, Any]]] = []
+    for index, event in enumerate(events):
+        kind = event.get("type")
+        if not isinstance(kind, str) or kind not in _ROWS:
+            out.append((index, event))
+            continue
+        where = _where(index, event)
+        data = event.get("data")
+        if not isinstance(data, Mapping):
+            raise ImportUnfaithful("chunks", f"{where} has no data object")
+        members = data.get("args" if kind == "tool-call-chunks" else "texts")
+        gaps = data.get("dt")
+        # rc.8's own decoder (chunk-rows.js validateRow) refuses what this refuses.
+        if (not isinstance(members, list) or not members or not all(isinstance(m, str) for m in members)
+                or not isinstance(gaps, list) or len(gaps) != len(members) - 1
+                or (kind == "tool-call-chunks" and (not isinstance(data.get("id"), str)
+                                                    or not isinstance(data.get("name", ""), str)))):
+            raise ImportUnfaithful("chunks", f"{where} is not a storage row rc.8 writes")
+        time = _int(event.get("time0"), "time0", where)
+        turn, step, block = (_int(data.get(k), k, where) for k in ("turn", "step", "index"))
+        for k, member in enumerate(members):
+            if k:
+                time += _int(gaps[k - 1], "dt", where)
+            chunk: dict[str, Any]
+            if kind == "tool-call-chunks":
+                chunk = {"type": "tool-call-delta", "index": block, "id": data.get("id")}
+                if "name" in data:
+                    chunk["name"] = data["name"]
+                chunk["argumentsDelta"] = member
+            else:
+                chunk = {"type": _ROWS[kind], "index": block, "text": member}
+            out.append((index, {"type": "assistant/chunk", "time": time,
+                                "data": {"turn": turn, "step": step, "chunk": chunk}}))
+    return out
+
+
+def _message(data: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
+    """The message a surface event carries (``user/message`` is the message itself)."""
+    message = data if kind == "user/message" else data.get("message")
+    return message if isinstance(message, Mapping) else {}
+
+
+def _fold(surface: list[tuple[int, Mapping[str, Any]]], event: Mapping[str, Any], kind: str, where: str) -> None:
+    """Apply one surface event to ``surface`` (``(seq, message)`` nodes), as rc.8 does."""
+    op = event["surfaceOp"]
+    if op != "append" and (not isinstance(op, Mapping) or op.get("op") != "replace" or kind != "tool/result"):
+        raise ImportUnfaithful("compaction", f"{where} replaces earlier messages (compaction); the compaction "
+                                             "call's stream is not in the log")
+    data = event.get("data")
+    seq, message = _int(event.get("seq"), "seq", where), _message(data if isinstance(data, Mapping) else {}, kind)
+    if op == "append":
+        surface.append((seq, message))
+        return
+    seqs = [node for node, _ in surface]
+    start, end = op.get("start"), op.get("end")
+    if start not in seqs or end not in seqs or seqs.index(start) > seqs.index(end):
+        raise ImportUnfaithful("surface", f"{where} replaces a range that is not on the surface")
+    surface[seqs.index(start):seqs.index(end) + 1] = [(seq, message)]
+
+
+def _request(header: Mapping[str, Any] | None, surface: list[tuple[int, Mapping[str, Any]]],
+             where: str) -> dict[str, Any]:
+    if header is None:
+        raise ImportUnfaithful("request", f"the call at {where} has no request/header before it (system prompt, "
+                                          "tools and options unknown)")
+    config = header.get("config")
+    if not isinstance(config, Mapping) or not isinstance(config.get("provider"), str):
+        raise ImportUnfaithful("request", f"the request/header before {where} names no provider route")
+    request: dict[str, Any] = dict(config)
+    for key in ("system", "tools"):
+        if header.get(key) is not None:
+            request[key] = header[key]
+    request["messages"] = [{k: v for k, v in m.items() if k != "id"} for _, m in surface]
+    return request
+
+
+class _Open:
+    """The chunks of the call streaming in one ``(turn, step)``."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.request = request
+        self.chunks: list[dict[str, Any]] = []
+        self.times: list[int] = []
+
+
+def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
+    """Rebuild the provider calls of a decoded session log (its header first).
+
+    Raises:
+        ImportUnfaithful: the log lacks what a call needs (named), or holds what this import
+            cannot carry yet (compaction, a child session, a call without ``finish``).
+    """
+    first = events[0] if events else {}
+    if first.get("type") != "session":
+        raise ImportUnfaithful("session", "the log has no session header")
+    if first.get("parentSession") is not None or (first.get("delegationDepth") or 0) > 0:
+        raise ImportUnfaithful("session", "a child (subagent) session; import the session that delegated")
+    cwd = first.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        raise ImportUnfaithful("cwd", "the session header names no working directory (the prompt's <cwd> "
+                                      "cannot be placed)")
+    header: Mapping[str, Any] | None = None
+    surface: list[tuple[int, Mapping[str, Any]]] = []
+    open_calls: dict[tuple[int, int], _Open] = {}
+    calls: list[LogCall] = []
+    titles = 0
+    for index, event in _expand(events):
+        kind = event.get("type")
+        if not isinstance(kind, str):
+            continue  # no event rc.8 writes: nothing a request or a stream is made of
+        data = event.get("data")
+        data = data if isinstance(data, Mapping) else {}
+        where = _where(index, event)
+        if kind == "request/header":
+            found = data.get("header")
+            header = found if isinstance(found, Mapping) else None
+        elif kind in _SURFACE and "surfaceOp" in event:
+            _fold(surface, event, kind, where)
+        elif kind == "compaction/start":
+            raise ImportUnfaithful("compaction", f"{where} starts a compaction; its summarization call's stream "
+                                                 "is not in the log")
+        elif kind == "session/title-llm-request":
+            titles += 1
+        elif kind == "assistant/chunk":
+            chunk = data.get("chunk")
+            if not isinstance(chunk, Mapping) or not isinstance(chunk.get("type"), str):
+                raise ImportUnfaithful("chunks", f"{where} holds no chunk object with a type")
+            key = (_int(data.get("turn"), "turn", where), _int(data.get("step"), "step", where))
+            call = open_calls.get(key)
+            if call is None:
+                call = open_calls[key] = _Open(_request(header, surface, where))
+            call.chunks.append(dict(chunk))
+            call.times.append(_int(event.get("time"), "time", where))
+            if chunk["type"] == "finish":
+                del open_calls[key]
+                calls.append(LogCall(lane=_LOOP_LANE, position=len(calls), turn=key[0], step=key[1],
+                                     request=call.request, chunks=call.chunks, times=call.times))
+    if open_calls:
+        turn, step = min(open_calls)
+        raise ImportUnfaithful("chunks", f"the call of turn {turn} step {step} has no finish chunk (the log ends "
+                                         "mid-stream)")
+    return LogCalls(cwd=cwd, calls=calls, left_out=[f"{TITLE_LANE}#{n}" for n in range(titles)])

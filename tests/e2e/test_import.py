@@ -1,0 +1,85 @@
+"""``dsh-sidecar import``: an ordinary session, run with no sidecar at all, replays offline.
+
+The session is what a user has: plain ``dsh --profile headless TASK`` (no sidecar row, no
+cassette) against the stock ``deepseek-official`` route, pointed at the loopback
+``deepseek_server``, with the example tools enabled by a patch. The CLI imports the folder's
+newest session into a model cassette, and into a pytest module (``--test``); the provider is
+then stopped and the same task replays from other folders through real DSH: by the run API, and
+by the generated module under pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
+from dshrun import DSH, DSH_HOME, ROOT, Dsh
+from weather_service import weather_service
+
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, run
+
+SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
+CANARY = "sk-canary-import-5d1e"
+ANSWER = "It is sunny in Paris, 21C."
+
+
+def _patch(folder: Path, weather_url: str) -> Path:
+    row = {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {"weatherUrl": weather_url}}
+    (folder / "tools.patch.yml").write_text(f"- {json.dumps(row)}\n")
+    return folder / "tools.patch.yml"
+
+
+def _import(lived: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SIDECAR_CLI, "import", "--last", "--cwd", str(lived), "--dsh-home", str(DSH_HOME), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_request(tmp_path: Path) -> None:
+    lived, replayed, project = tmp_path / "lived", tmp_path / "replayed", tmp_path / "project"
+    for folder in (lived, replayed, project):
+        folder.mkdir()
+    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+        # Dsh's environment: a private home whose sessions root is the project home's (rc.8
+        # rewrites the profile's cordis.yml at boot; two plain boots in one home race on it).
+        live = subprocess.run([str(DSH), "--profile", "headless", "--patch", str(_patch(tmp_path, weather.url)),
+                               WEATHER_TASK], cwd=lived, capture_output=True, text=True, timeout=120,
+                              env={**Dsh(cwd=lived).environ(), **provider.env(CANARY)})
+    assert live.returncode == 0, live.stderr[-2000:]
+    assert live.stdout.strip() == ANSWER
+    live_requests = len(provider.requests())
+    assert live_requests == 3  # two loop steps and the session title
+
+    cassette = replayed / "model.ndjson"
+    imported = _import(lived, "--model-cassette", str(cassette))
+    assert imported.returncode == 0, imported.stderr
+    assert "2 calls (model 2); left out session-title#0" in imported.stdout
+    assert "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail" in imported.stdout
+    data = cassette.read_text()
+    assert CANARY not in data and str(tmp_path) not in data and provider.url not in data and "127.0.0.1" not in data
+    generated = _import(lived, "--test", str(project / "test_paris.py"))
+    assert generated.returncode == 0, generated.stderr
+    assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
+
+    offline = {"DEEPSEEK_BASE_URL": dead_url()}  # the provider is stopped: a dead URL and no key
+    with weather_service(tmp_path) as weather:  # no tool cassette: the tool body runs again
+        replay = run(WEATHER_TASK, cwd=replayed, rows=[Row("example-tools", "dsh-example-tools",
+                                                           {"weatherUrl": weather.url})], record_mode="none",
+                     model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
+                     env=offline)
+        _patch(project, weather.url)
+        (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+        tested = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                 f"--dsh-host={ROOT / '.host'}"], cwd=project, capture_output=True, text=True,
+                                timeout=300, env={**os.environ, **offline})
+    assert replay.ok, replay.explain()
+    assert replay.model_cassette is not None
+    assert (replay.model_cassette.mode, replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (
+        "replay", 2, 0)
+    assert replay.final_text == ANSWER
+    assert replay.result("weather_lookup").output == "Paris: sunny, 21C"
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
+    assert len(provider.requests()) == live_requests  # the stopped provider got nothing more

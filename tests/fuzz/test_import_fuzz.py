@@ -1,0 +1,127 @@
+"""Seeded, bounded fuzz of the session importer: a cassette that verifies, or a named refusal.
+
+``DSH_FUZZ_SEED`` picks the seed (printed either way). 3,000 logs derived from the unit tests'
+two-step weather turn (members replaced by values of other types, events dropped, duplicated or
+moved, storage rows and surface ops bent, chunks of another step spliced in) go through
+``calls_of``, ``model_lines`` and ``module_source`` (whose module must compile); 200 real-log
+byte mutations (of the two rc.8 logs under ``tests/unit/session_import/data``) go through
+``decode_session_log`` first. The contract: the lines pass ``verify``'s checks (``model_lines``
+runs them) and the module compiles, or one of the import's named errors is raised
+(``IMPORT_UNFAITHFUL``, ``IMPORT_PRIVATE``, ``MODEL_REQUEST_INVALID``, ``NON_CANONICAL_JSON``,
+``SESSION_LOG_INVALID``); never another exception.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import zstandard
+
+from dsh_sidecar.python_core.errors import CanonicalJsonError
+from dsh_sidecar.python_core.filters import parse_filters
+from dsh_sidecar.python_core.model_request import ModelRequestInvalid
+from dsh_sidecar.python_core.session_import import (
+    ImportPrivate,
+    ImportUnfaithful,
+    calls_of,
+    model_lines,
+    module_source,
+)
+from dsh_sidecar.python_core.session_log import SessionLogInvalid, decode_session_log
+
+SEED = int(os.environ.get("DSH_FUZZ_SEED", "20261205"))
+LOGS = 3_000
+BYTE_LOGS = 200
+DATA = Path(__file__).resolve().parents[1] / "unit" / "session_import" / "data"
+NAMED = (ImportUnfaithful, ImportPrivate, ModelRequestInvalid, CanonicalJsonError, SessionLogInvalid)
+FILTERS = parse_filters(["credentials"])
+
+
+def _base() -> list[dict[str, Any]]:
+    # The unit tests' log, imported by path so the fuzz and the unit tests share one shape.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_unit", DATA.parent / "test_session_import.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    events: list[dict[str, Any]] = module._log()
+    return events
+
+
+def _value(rand: random.Random) -> Any:
+    return rand.choice([None, True, -1, 0, 2**60, 1.5, "", "x", "/home/dev/project", "\ud800", [], {}, [1, "a"],
+                        {"op": "replace", "start": 0, "end": 0}, "append", {"type": "finish"}])
+
+
+def _containers(value: Any, out: list[Any]) -> list[Any]:
+    if isinstance(value, dict | list):
+        out.append(value)
+        for child in value.values() if isinstance(value, dict) else value:
+            _containers(child, out)
+    return out
+
+
+def _mutate(rand: random.Random, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    events = copy.deepcopy(events)
+    for _ in range(rand.randint(1, 3)):
+        move = rand.random()
+        if move < 0.55 and events:
+            target = rand.choice(_containers(rand.choice(events), []))
+            if isinstance(target, dict) and target:
+                target[rand.choice(list(target))] = _value(rand)
+            elif isinstance(target, list) and target:
+                target[rand.randrange(len(target))] = _value(rand)
+        elif move < 0.7 and events:
+            del events[rand.randrange(len(events))]
+        elif move < 0.85 and events:
+            events.insert(rand.randrange(len(events) + 1), copy.deepcopy(rand.choice(events)))
+        elif events:
+            events.insert(rand.randrange(len(events) + 1), events.pop(rand.randrange(len(events))))
+    return events
+
+
+def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
+    try:
+        log = calls_of(events)
+        model_lines(log, filters=FILTERS if rand.random() < 0.5 else (),
+                    request_view="full" if rand.random() < 0.5 else "metadata")
+        compile(module_source(events, session_id="s", cwd=log.cwd, module_stem="t", filters=[]), "t.py", "exec")
+    except NAMED as error:
+        assert str(error).split(":", 1)[0].isupper(), str(error)
+
+
+def test_fuzz_mutated_logs_import_or_are_refused_by_name() -> None:
+    print(f"import fuzz seed: {SEED} (set DSH_FUZZ_SEED to change it)", file=sys.stderr)
+    rand = random.Random(SEED)
+    base = _base()
+    for _ in range(LOGS):
+        # Through bytes, as the CLI reads a log: what no log can hold (a lone surrogate) is refused there.
+        data = b"".join(json.dumps(e).encode() + b"\n" for e in _mutate(rand, base))
+        try:
+            events = decode_session_log(data)
+        except SessionLogInvalid:
+            continue
+        _import(events, rand)
+
+
+def test_fuzz_mutated_real_log_bytes_import_or_are_refused_by_name() -> None:
+    rand = random.Random(SEED + 1)
+    logs = [zstandard.ZstdDecompressor().decompressobj().decompress(p.read_bytes())
+            for p in sorted(DATA.glob("*.session.jsonl.zstd"))]
+    for _ in range(BYTE_LOGS):
+        data = bytearray(rand.choice(logs))
+        for _ in range(rand.randint(1, 4)):
+            at = rand.randrange(len(data))
+            data[at:at + rand.randint(0, 8)] = rand.choice([b"", b"{", b"]", b'"', b"\n", b"null", b"9", b"\\u"])
+        try:
+            events = decode_session_log(bytes(data))
+        except SessionLogInvalid:
+            continue
+        _import(events, rand)
