@@ -282,11 +282,16 @@ def test_cli_run_takes_the_rules_from_a_config_file(tmp_path: Path) -> None:
     patch = tmp_path / "tools.patch.yml"
     patch.write_text(f"- {json.dumps({'id': 'example-tools', 'name': 'dsh-example-tools', 'disabled': False})}\n")
     ran = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--patch",
-                          str(patch), "--json", "--", '/mock run weather_lookup({"city": "Bergen"})'],
+                          str(patch), "--json", "--trace", "out/t.html", "--",
+                          '/mock run weather_lookup({"city": "Bergen"})'],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     result = msgspec.json.decode(ran.stdout, type=RunResult)
     assert result.result("weather_lookup").output == "Bergen: fog, 9C"
+    # --trace: the page and its JSON, the stubbed call's source named
+    assert result.trace == str(tmp_path / "out" / "t.html")
+    (call,) = json.loads((tmp_path / "out" / "t.json").read_text())["runs"][0]["calls"]
+    assert (call["tool"], call["source"], call["output"]) == ("weather_lookup", "stub", "Bergen: fog, 9C")
     assert tool_bodies(tmp_path) == []
     bad = subprocess.run([str(ROOT / ".venv" / "bin" / "dsh-sidecar"), "run", "--config", "logic.json", "--config",
                           str(patch), "--", "x"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
