@@ -3,7 +3,7 @@
 Every fuzz test lives under ``tests/fuzz/`` (the folders mirror ``tests/unit`` and ``tests/bridge``,
 whose fixtures the sub-folders' conftests import rather than copy) and takes its seed from one
 variable, ``DSH_FUZZ_SEED``; unset, each test keeps its fixed default (the three mutation fuzzers
-of whole cassette and script files take their size, 4,000 a generator, from ``DSH_FUZZ_CASES``:
+of whole cassette and script files take their size, 3,000 a generator, from ``DSH_FUZZ_CASES``:
 set it higher for a longer search). Bounded and reproducible:
 each test feeds a fixed number of inputs and asserts only named errors; the seed is printed at
 setup and shown in the fixture's ``repr`` (so a failing assertion names it), and the modules that

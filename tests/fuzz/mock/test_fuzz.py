@@ -1,6 +1,6 @@
 """Fuzz: mutated replay scripts and session logs through the loader and ``mock validate``.
 
-4,000 mutations (DSH_FUZZ_CASES) each of a canonical script and of a real-shaped session log (plain JSONL)
+3,000 mutations (DSH_FUZZ_CASES) each of a canonical script and of a real-shaped session log (plain JSONL)
 go through ``load_source`` and the CLI: each is accepted or a named error on one line with
 exit 1, never a traceback. Seed: the ``fuzz`` fixture prints it.
 """
@@ -19,9 +19,9 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.mock.cli import mock
 from dsh_sidecar.python_core.mock.source import load_source
 
-pytestmark = pytest.mark.slow  # 4,000 mutated files through the CLI (DSH_FUZZ_CASES)
+pytestmark = pytest.mark.slow  # 3,000 mutated files through the CLI (DSH_FUZZ_CASES)
 
-N = int(os.environ.get("DSH_FUZZ_CASES", "4000"))  # per generator; scripts/test keeps the default
+N = int(os.environ.get("DSH_FUZZ_CASES", "3000"))  # per generator; scripts/test keeps the default
 SCRIPT = json.dumps({"type": "dsh-mock-script", "version": 1, "steps": [
     {"tool": "echo", "args": {"text": "a", "n": [1, 2.5, None]}},
     {"wait": 40},

@@ -1,6 +1,6 @@
 """Fuzz: mutated subagent cassettes through the loader and the ``subagent-cassette`` CLI.
 
-4,000 mutations (DSH_FUZZ_CASES) of a valid two-interaction recording (every 20th first gives the header's
+3,000 mutations (DSH_FUZZ_CASES) of a valid two-interaction recording (every 20th first gives the header's
 ``version`` another JSON shape) go through ``verify``/``inspect`` (and ``diff`` against the
 original): each is accepted or a named error on one line with exit 1,
 never a traceback. Seed: the ``fuzz`` fixture prints it.
@@ -19,9 +19,9 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.subagent_cassette.cli import cli
 from dsh_sidecar.python_core.subagent_cassette.store import verify_file
 
-pytestmark = pytest.mark.slow  # 4,000 mutated files through the CLI (DSH_FUZZ_CASES)
+pytestmark = pytest.mark.slow  # 3,000 mutated files through the CLI (DSH_FUZZ_CASES)
 
-N = int(os.environ.get("DSH_FUZZ_CASES", "4000"))  # per generator; scripts/test keeps the default
+N = int(os.environ.get("DSH_FUZZ_CASES", "3000"))  # per generator; scripts/test keeps the default
 HEADER_VERSIONS = [b"{}", b"[]", b'{"v":2}', b"[2]", b"true", b"null", b'"2"', b"2.0", b"-0", b"1e400"]
 
 

@@ -1,6 +1,6 @@
 """Fuzz: mutated tool cassettes through the verifier and the ``dsh-tool-cassette`` CLI.
 
-4,000 mutations (DSH_FUZZ_CASES) of a valid recording holding a tool definition (bit flips, cut,
+3,000 mutations (DSH_FUZZ_CASES) of a valid recording holding a tool definition (bit flips, cut,
 doubled and swapped lines, deep
 nesting, lone surrogates, NULs, huge numbers; every 20th first gives the header's ``version``
 another JSON shape: an object, an array, a string) go through ``verify`` and ``inspect``: every
@@ -22,9 +22,9 @@ from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.tool_cassette.cli import main
 from dsh_sidecar.python_core.tool_cassette.store import load, verify_file
 
-pytestmark = pytest.mark.slow  # 4,000 mutated files through the CLI (DSH_FUZZ_CASES)
+pytestmark = pytest.mark.slow  # 3,000 mutated files through the CLI (DSH_FUZZ_CASES)
 
-N = int(os.environ.get("DSH_FUZZ_CASES", "4000"))  # per generator; scripts/test keeps the default
+N = int(os.environ.get("DSH_FUZZ_CASES", "3000"))  # per generator; scripts/test keeps the default
 # Header versions of every JSON type: an object once reached a set lookup (TypeError).
 HEADER_VERSIONS = [b"{}", b"[]", b'{"v":3}', b"[3]", b"true", b"null", b'"3"', b"3.0", b"-0", b"1e400"]
 
