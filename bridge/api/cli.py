@@ -62,6 +62,7 @@ from dsh_sidecar.python_core.session_import import (
     function_name,
     model_lines,
     module_source,
+    one_turn,
     refuse_tools,
     write_lines,
 )
@@ -811,8 +812,11 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
 @click.option("--test", "test_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest module replaying the session through the `dsh` fixture, its model "
                    "cassette where the fixture looks (cassettes/<module>/<test>.model.ndjson beside it).")
+@click.option("--turn", type=click.IntRange(min=1), default=None,
+              help="A session of several turns: import its first (1), the one turn a headless replay can answer.")
 def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | None, model_file: Path | None,
-                   request_view: str, filters_json: str, include: tuple[str, ...], test_file: Path | None) -> None:
+                   request_view: str, filters_json: str, include: tuple[str, ...], test_file: Path | None,
+                   turn: int | None) -> None:
     """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
     replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name
     and nothing is written.
@@ -844,6 +848,7 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         if children:
             raise ImportUnfaithful("subagents", f"the session delegated to {children} child session(s), whose "
                                                 "model calls are in their own logs; importing them is not built yet")
+        events = one_turn(events, turn)
         log = calls_of(events)
         if include:
             refuse_tools(events, include)

@@ -33,7 +33,7 @@ import msgspec
 
 from dsh_sidecar.python_core.errors import SidecarError
 
-__all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of"]
+__all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of", "one_turn"]
 
 TITLE_LANE: Final = "session-title"
 _LOOP_LANE: Final = "model"
@@ -229,3 +229,31 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
         raise ImportUnfaithful("chunks", f"the call of turn {turn} step {step} has no finish chunk (the log ends "
                                          "mid-stream)")
     return LogCalls(cwd=cwd, calls=calls, left_out=[f"{TITLE_LANE}#{n}" for n in range(titles)])
+
+
+def one_turn(events: Sequence[dict[str, Any]], turn: int | None) -> list[dict[str, Any]]:
+    """The events a headless replay can answer: all of a one-turn session, or those up to the end
+    of turn 1 (``turn=1``) of a session of several.
+
+    Headless DSH answers one task in a fresh session, so a later turn, whose requests carry the
+    history of the turns before it, has no replay; importing every turn of several would leave
+    the later turns' calls unconsumed, which fails the replay (``MODEL_CASSETTE_UNCONSUMED``).
+
+    Raises:
+        ImportUnfaithful: several turns and no ``turn`` chosen; a turn other than the first.
+    """
+    turns = sorted({t for e in events if isinstance(d := e.get("data"), Mapping)
+                    and isinstance(t := d.get("turn"), int) and not isinstance(t, bool)})
+    if turn is None:
+        if len(turns) > 1:
+            raise ImportUnfaithful("turns", f"the session has {len(turns)} turns and headless DSH answers one task "
+                                            "in a fresh session", "import the first turn with --turn 1")
+        return list(events)
+    if turn != 1 or 1 not in turns:
+        raise ImportUnfaithful("turn", f"turn {turn} is not the session's first, and its requests carry the history "
+                                       "of the turns before it, which a headless replay (one task) never has"
+                               if turn != 1 else "the session has no turn 1", "import --turn 1")
+    end = next((i for i, e in enumerate(events) if e.get("type") == "turn/end"
+                and isinstance(d := e.get("data"), Mapping) and d.get("turn") == 1), len(events) - 1)
+    return list(events[:end + 1])
+

@@ -32,6 +32,7 @@ from dsh_sidecar.python_core.session_import import (
     calls_of,
     model_lines,
     module_source,
+    one_turn,
 )
 from dsh_sidecar.python_core.session_log import SessionLogInvalid, decode_session_log
 
@@ -89,6 +90,7 @@ def _mutate(rand: random.Random, events: list[dict[str, Any]]) -> list[dict[str,
 
 def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
     try:
+        events = one_turn(events, 1 if rand.random() < 0.5 else None)
         log = calls_of(events)
         model_lines(log, filters=FILTERS if rand.random() < 0.5 else (),
                     request_view="full" if rand.random() < 0.5 else "metadata")

@@ -23,6 +23,7 @@ from dsh_sidecar.python_core.session_import import (
     calls_of,
     model_lines,
     module_source,
+    one_turn,
     refuse_tools,
     write_lines,
 )
@@ -373,3 +374,40 @@ def test_a_session_is_found_by_id_or_as_the_newest_and_a_delegating_one_is_refus
     assert not (tmp_path / "x.ndjson").exists()
     empty = _cli(tmp_path, "--last", "--cwd", str(tmp_path), "--dsh-home", str(home), "--model-cassette", "x.ndjson")
     assert empty.exit_code == 1 and "SESSION_NOT_FOUND: no session for this folder" in empty.output
+
+
+def _two_turns() -> list[dict[str, Any]]:
+    """The weather turn, then a second task answered with the first turn's history."""
+    second = {"content": [{"type": "text", "text": "And Rome?"}], "source": {"kind": "user"}, "role": "user",
+              "id": "u3"}
+    return _log(
+        {"type": "turn/start", "seq": 20, "time": 30, "data": {"turn": 2}},
+        {"type": "user/message", "seq": 21, "time": 30, "data": second, "surfaceOp": "append"},
+        {"type": "text-chunks", "seq0": 22, "time0": 31, "data": {
+            "turn": 2, "step": 1, "index": 0, "dt": [1], "texts": ["Rome ", "too."]}},
+        _finish(2, 1, "stop", 33),
+        {"type": "turn/end", "seq": 25, "time": 34, "data": {"turn": 2, "reason": {"kind": "completed"}}},
+    )
+
+
+def test_a_session_of_several_turns_imports_its_first_with_turn_1_and_is_refused_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    events = _two_turns()
+    with pytest.raises(ImportUnfaithful, match=r"IMPORT_UNFAITHFUL: turns: the session has 2 turns and headless DSH"):
+        one_turn(events, None)
+    with pytest.raises(ImportUnfaithful, match=r"IMPORT_UNFAITHFUL: turn: turn 2 is not the session's first"):
+        one_turn(events, 2)
+    first = calls_of(one_turn(events, 1))
+    assert [(c.turn, c.step) for c in first.calls] == [(1, 1), (1, 2)]
+    assert calls_of(one_turn(_log(), None)).calls == calls_of(_log()).calls  # one turn: as it is
+    monkeypatch.chdir(tmp_path)
+    log = tmp_path / "session.jsonl"
+    log.write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in events))
+    refused = _cli(tmp_path, str(log), "--model-cassette", "all.ndjson")
+    assert refused.exit_code == 1 and refused.output == (
+        "dsh-sidecar: IMPORT_UNFAITHFUL: turns: the session has 2 turns and headless DSH answers one task in a "
+        "fresh session; nothing was written; fix: import the first turn with --turn 1\n")
+    assert not (tmp_path / "all.ndjson").exists()
+    done = _cli(tmp_path, str(log), "--turn", "1", "--model-cassette", "first.ndjson")
+    assert done.exit_code == 0, done.output
+    assert "wrote first.ndjson: 2 calls (model 2)" in done.output
