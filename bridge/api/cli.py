@@ -60,6 +60,7 @@ from dsh_sidecar.python_core.session_import import (
     calls_of,
     cassette_path,
     function_name,
+    merged,
     model_lines,
     module_source,
     one_turn,
@@ -844,12 +845,11 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
             raise ImportUnfaithful("override", "a dsh-llm-replay replay.override.json beside the log replaces or "
                                                "patches its scripts; carrying it is not built yet",
                                    "import a log without one")
-        children = _children_of(log_path.parent.parent, summary.session_id)
-        if children:
-            raise ImportUnfaithful("subagents", f"the session delegated to {children} child session(s), whose "
-                                                "model calls are in their own logs; importing them is not built yet")
         events = one_turn(events, turn)
-        log = calls_of(events)
+        # A subagent's model calls are in its own log beside the parent's (and its children's in theirs).
+        children = [calls_of(_events_of(path), child=True)
+                    for path in _descendants(log_path.parent.parent, summary.session_id)]
+        log = merged(calls_of(events), children)
         if include:
             refuse_tools(events, include)
         lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
@@ -897,7 +897,9 @@ def _import_source(session: str | None, cwd: str, home: Path) -> _Log:
     does; ``None``: CWD's newest): its summary, path and events."""
     match: _Log | SidecarError | None
     if session is None:
-        found = _session_logs(home, cwd)
+        # The newest session a user started: a subagent's session (newer than its parent's) is
+        # imported with its parent.
+        found = [log for log in _session_logs(home, cwd) if log[0].delegation_depth == 0]
         if not found:
             _fail(SessionNotFound("no session for this folder; list them with `dsh-sidecar sessions list --cwd DIR`"))
         match = found[0]
@@ -921,15 +923,35 @@ def _import_source(session: str | None, cwd: str, home: Path) -> _Log:
     return match
 
 
-def _children_of(project: Path, session_id: str) -> int:
-    """How many logs of the same folder name ``session_id`` as their parent (its subagents' sessions);
-    only each log's header line is read."""
-    count = 0
+def _descendants(project: Path, session_id: str) -> list[Path]:
+    """The logs of the same folder whose parent is ``session_id``, and theirs, depth first (its
+    subagents' sessions); only each log's header line is read to find them."""
+    parents: dict[object, list[Path]] = {}
     for entry in sorted(project.iterdir()) if project.is_dir() else []:
         path = next((entry / n for n in LOG_NAMES if (entry / n).is_file()), None)
-        if path is not None and _parent_of(path) == session_id:
-            count += 1
-    return count
+        if path is not None:
+            parents.setdefault(_parent_of(path), []).append(path)
+    found: list[Path] = []
+    stack = [session_id]
+    while stack:
+        for path in parents.get(stack.pop(), []):
+            if path not in found:
+                found.append(path)
+                stack.append(path.parent.name)
+    return found
+
+
+def _events_of(path: Path) -> list[dict[str, Any]]:
+    """A child session's decoded log.
+
+    Raises:
+        SessionLogInvalid: a log rc.8 did not write whole.
+        SessionLogUnreadable: it cannot be read.
+    """
+    try:
+        return decode_session_log(path.read_bytes(), source=f"{path.parent.name}/{path.name}")
+    except OSError as exc:
+        raise SessionLogUnreadable(f"{path.parent.name}/{path.name}: {reason_of(exc)}") from None
 
 
 def _parent_of(path: Path) -> object:

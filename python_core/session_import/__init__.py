@@ -11,7 +11,14 @@ from dsh_sidecar.python_core.session_import.generated_test import (
     function_name,
     module_source,
 )
-from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful, LogCall, LogCalls, calls_of, one_turn
+from dsh_sidecar.python_core.session_import.log_calls import (
+    ImportUnfaithful,
+    LogCall,
+    LogCalls,
+    calls_of,
+    merged,
+    one_turn,
+)
 from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
 from dsh_sidecar.python_core.session_import.tools import refuse_tools, selected_calls
 
@@ -26,6 +33,7 @@ __all__ = [
     "calls_of",
     "cassette_path",
     "function_name",
+    "merged",
     "model_lines",
     "module_source",
     "one_turn",

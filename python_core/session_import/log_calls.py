@@ -26,6 +26,7 @@ lacks is refused by name (``ImportUnfaithful``), never guessed.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ import msgspec
 
 from dsh_sidecar.python_core.errors import SidecarError
 
-__all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of", "one_turn"]
+__all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of", "merged", "one_turn"]
 
 TITLE_LANE: Final = "session-title"
 _LOOP_LANE: Final = "model"
@@ -172,7 +173,7 @@ class _Open:
         self.times: list[int] = []
 
 
-def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
+def calls_of(events: Sequence[Mapping[str, Any]], *, child: bool = False) -> LogCalls:
     """Rebuild the provider calls of a decoded session log (its header first).
 
     Raises:
@@ -182,7 +183,7 @@ def calls_of(events: Sequence[Mapping[str, Any]]) -> LogCalls:
     first = events[0] if events else {}
     if first.get("type") != "session":
         raise ImportUnfaithful("session", "the log has no session header")
-    if first.get("parentSession") is not None or (first.get("delegationDepth") or 0) > 0:
+    if not child and (first.get("parentSession") is not None or (first.get("delegationDepth") or 0) > 0):
         raise ImportUnfaithful("session", "a child (subagent) session; import the session that delegated")
     cwd = first.get("cwd")
     if not isinstance(cwd, str) or not cwd:
@@ -256,4 +257,32 @@ def one_turn(events: Sequence[dict[str, Any]], turn: int | None) -> list[dict[st
     end = next((i for i, e in enumerate(events) if e.get("type") == "turn/end"
                 and isinstance(d := e.get("data"), Mapping) and d.get("turn") == 1), len(events) - 1)
     return list(events[:end + 1])
+
+
+def merged(parent: LogCalls, children: Sequence[LogCalls]) -> LogCalls:
+    """A delegating session's calls and its subagents' (their own logs) in the order a replay admits
+    them: the model cassette holds a transparent child's calls in the same loop lane as its
+    parent's, in admission order, which a log gives as each call's first chunk time.
+
+    Raises:
+        ImportUnfaithful: a child ran in another working directory, or calls of two sessions overlap
+            in time (a child in the background): their admission order is not in the logs.
+    """
+    if not children:
+        return parent
+    tagged = [(call, 0) for call in parent.calls]
+    for index, child in enumerate(children, 1):
+        if child.cwd != parent.cwd:
+            raise ImportUnfaithful("subagents", "a child session ran in another working directory than its parent",
+                                   "record the task through the sidecar (modelCassette.mode: record)")
+        tagged += [(call, index) for call in child.calls]
+    tagged.sort(key=lambda pair: pair[0].times[0] if pair[0].times else 0)
+    for (before, was), (after, now) in itertools.pairwise(tagged):
+        if was != now and before.times and after.times and after.times[0] < before.times[-1]:
+            raise ImportUnfaithful("subagents", "calls of two sessions overlap in time (a subagent in the "
+                                                "background); the order a replay admits them in is not in the logs",
+                                   "record the task through the sidecar (modelCassette.mode: record)")
+    calls = [msgspec.structs.replace(call, position=position) for position, (call, _) in enumerate(tagged)]
+    titles = len(parent.left_out) + sum(len(child.left_out) for child in children)
+    return LogCalls(cwd=parent.cwd, calls=calls, left_out=[f"{TITLE_LANE}#{n}" for n in range(titles)])
 

@@ -83,3 +83,37 @@ def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_reques
     assert replay.result("weather_lookup").output == "Paris: sunny, 21C"
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
     assert len(provider.requests()) == live_requests  # the stopped provider got nothing more
+
+
+DELEGATION_TASK = "Delegate: ask a helper for the capital of France."
+DELEGATION_SCRIPT = {"title": "Delegation", "conversations": [
+    {"match": "Delegate:", "replies": [
+        {"tool_calls": [{"name": "subagent", "arguments": {
+            "description": "capital of France", "prompt": "CHILD: what is the capital of France?",
+            "run_in_background": False}}]},
+        {"text": "The helper says: Paris."}]},
+    {"match": "CHILD:", "replies": [{"text": "Paris."}]},
+]}
+
+
+def test_a_session_that_delegated_imports_its_subagent_s_calls_from_the_child_log(tmp_path: Path) -> None:
+    lived, replayed = tmp_path / "lived", tmp_path / "replayed"
+    for folder in (lived, replayed):
+        folder.mkdir()
+    with deepseek_server(tmp_path, DELEGATION_SCRIPT) as provider:
+        live = subprocess.run([str(DSH), "--profile", "headless", DELEGATION_TASK], cwd=lived, capture_output=True,
+                              text=True, timeout=120, env={**Dsh(cwd=lived).environ(), **provider.env(CANARY)})
+    assert live.returncode == 0, live.stderr[-2000:]
+    assert live.stdout.strip() == "The helper says: Paris."
+    assert len(provider.requests()) == 4  # the parent's two steps, the child's one, the title
+
+    imported = _import(lived, "--model-cassette", str(replayed / "model.ndjson"))
+    assert imported.returncode == 0, imported.stderr
+    assert "3 calls (model 3); left out session-title#0" in imported.stdout
+    # Replayed with the provider stopped: the subagent runs for real, its model call served too.
+    replay = run(DELEGATION_TASK, cwd=replayed, record_mode="none", env={"DEEPSEEK_BASE_URL": dead_url()},
+                 model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}))
+    assert replay.ok, replay.explain()
+    assert replay.model_cassette is not None and (replay.model_cassette.consumed, replay.model_cassette.unconsumed) \
+        == (3, 0)
+    assert replay.final_text == "The helper says: Paris." and len(replay.child_session_ids) == 1

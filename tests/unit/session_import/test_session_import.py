@@ -21,6 +21,7 @@ from dsh_sidecar.python_core.session_import import (
     ImportPrivate,
     ImportUnfaithful,
     calls_of,
+    merged,
     model_lines,
     module_source,
     one_turn,
@@ -368,12 +369,47 @@ def test_a_session_is_found_by_id_or_as_the_newest_and_a_delegating_one_is_refus
     assert _cli(tmp_path, "session-1", "--last", *where, "--model-cassette", "x.ndjson").exit_code == 2
     assert _cli(tmp_path, *where, "--model-cassette", "x.ndjson").exit_code == 2
 
+    # A child whose calls ran while its parent's did (here: at the very same times) has no
+    # admission order in the logs: refused, nothing written.
     _home_log(home, work, "child-1", _log(id="child-1", parentSession="session-2", delegationDepth=1))
     refused = _cli(tmp_path, "session-2", *where, "--model-cassette", "x.ndjson")
-    assert refused.exit_code == 1 and "IMPORT_UNFAITHFUL: subagents: the session delegated to 1 child" in refused.output
+    assert refused.exit_code == 1 and "IMPORT_UNFAITHFUL: subagents: calls of two sessions overlap" in refused.output
     assert not (tmp_path / "x.ndjson").exists()
+    # A child that ran between its parent's two steps: its call is imported between theirs.
+    _home_log(home, work, "child-2", _child("child-2", "session-1"))
+    delegated = _cli(tmp_path, "session-1", *where, "--model-cassette", "delegated.ndjson")
+    assert delegated.exit_code == 0, delegated.output
+    assert "wrote delegated.ndjson: 3 calls (model 3)" in delegated.output
     empty = _cli(tmp_path, "--last", "--cwd", str(tmp_path), "--dsh-home", str(home), "--model-cassette", "x.ndjson")
     assert empty.exit_code == 1 and "SESSION_NOT_FOUND: no session for this folder" in empty.output
+
+
+def _child(session_id: str, parent: str) -> list[dict[str, Any]]:
+    """A subagent's log: one answer, streamed after its parent's first step and before its second."""
+    prompt = {"content": [{"type": "text", "text": "CHILD: capital?"}], "source": {"kind": "user"}, "role": "user",
+              "id": "c1"}
+    return [
+        {"type": "session", "version": 0, "id": session_id, "createdAt": 16, "cwd": CWD, "delegationDepth": 1,
+         "parentSession": parent},
+        {"type": "user/message", "seq": 1, "time": 16, "data": prompt, "surfaceOp": "append"},
+        {"type": "request/header", "seq": 2, "time": 16, "data": {"header": {"config": ROUTE, "system": "Child.",
+                                                                             "tools": []}}},
+        {"type": "text-chunks", "seq0": 3, "time0": 17, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1],
+                                                                  "texts": ["Paris", "."]}},
+        _finish(1, 1, "stop", 19),
+        {"type": "turn/end", "seq": 6, "time": 19, "data": {"turn": 1, "reason": {"kind": "completed"}}},
+    ]
+
+
+def test_a_subagent_s_calls_are_merged_between_its_parent_s_in_admission_order() -> None:
+    log = merged(calls_of(_log()), [calls_of(_child("child-1", "session-1"), child=True)])
+    assert [(c.position, c.request["system"]) for c in log.calls] == [
+        (0, f"You work in {CWD}."), (1, "Child."), (2, f"You work in {CWD}.")]
+    with pytest.raises(ImportUnfaithful, match=r"IMPORT_UNFAITHFUL: session: a child \(subagent\) session"):
+        calls_of(_child("child-1", "session-1"))
+    elsewhere = calls_of([{**_child("child-1", "session-1")[0], "cwd": "/srv"}, *_child("c", "s")[1:]], child=True)
+    with pytest.raises(ImportUnfaithful, match=r"IMPORT_UNFAITHFUL: subagents: a child session ran in another"):
+        merged(calls_of(_log()), [elsewhere])
 
 
 def _two_turns() -> list[dict[str, Any]]:
