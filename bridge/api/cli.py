@@ -856,7 +856,7 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         source = None
         if test_file is not None:
             source = module_source(events, session_id=summary.session_id, cwd=log.cwd, module_stem=test_file.stem,
-                                   filters=raw_filters)
+                                   filters=raw_filters, delegated=bool(children))
             if test_file.exists():
                 raise ImportTestExists(test_file.name)
             model_file = test_file.parent / cassette_path(test_file.stem, function_name(summary.session_id))

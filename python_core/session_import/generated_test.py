@@ -91,8 +91,9 @@ def _credential_free(output: str, where: str) -> str:
 
 
 def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: str, module_stem: str,
-                filters: Sequence[object]) -> str:
-    """The module's source.
+                filters: Sequence[object], delegated: bool = False) -> str:
+    """The module's source; ``delegated``: the session ran subagents, whose hooks a warm host does
+    not route to the run (their sessions are not its), so the test runs in a DSH process of its own.
 
     Raises:
         ImportUnfaithful: the session is not one text task (``field`` ``test``).
@@ -116,6 +117,8 @@ def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: 
                for n, r in enumerate(tool_results(events))]
     rows = "".join(f"\n    ({tool!r}, {output!r})," for tool, output in results)
     live = sorted({tool for tool, _ in results if tool})
+    # A subagent's session is not the run's: a warm host refuses its hooks (docs/warm-host.md).
+    cold = ",\n                     warm=False" if delegated else ""
     return f'''"""Session {session_id} replayed offline (written by `dsh-sidecar import --test`; docs/import.md).
 
 The model's answers come from {cassette_path(module_stem, name)}: no provider, no key. The
@@ -135,7 +138,7 @@ TOOL_RESULTS = [{rows}
 def {name}(dsh):
     result = dsh.run(TASK, model=ModelCassette(file={cassette_path(module_stem, name)!r},
                                                options={{"filters": {list(filters)!r}}}),
-                     allow_live_tools={live!r})
+                     allow_live_tools={live!r}{cold})
     assert result.final_text == FINAL_TEXT
     assert [(r.tool, r.output) for r in result.tool_results] == TOOL_RESULTS
 '''

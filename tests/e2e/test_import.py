@@ -97,8 +97,8 @@ DELEGATION_SCRIPT = {"title": "Delegation", "conversations": [
 
 
 def test_a_session_that_delegated_imports_its_subagent_s_calls_from_the_child_log(tmp_path: Path) -> None:
-    lived, replayed = tmp_path / "lived", tmp_path / "replayed"
-    for folder in (lived, replayed):
+    lived, replayed, project = tmp_path / "lived", tmp_path / "replayed", tmp_path / "project"
+    for folder in (lived, replayed, project):
         folder.mkdir()
     with deepseek_server(tmp_path, DELEGATION_SCRIPT) as provider:
         live = subprocess.run([str(DSH), "--profile", "headless", DELEGATION_TASK], cwd=lived, capture_output=True,
@@ -117,3 +117,11 @@ def test_a_session_that_delegated_imports_its_subagent_s_calls_from_the_child_lo
     assert replay.model_cassette is not None and (replay.model_cassette.consumed, replay.model_cassette.unconsumed) \
         == (3, 0)
     assert replay.final_text == "The helper says: Paris." and len(replay.child_session_ids) == 1
+    # The generated test runs it in a DSH process of its own (a warm host refuses a child's hooks).
+    assert _import(lived, "--test", str(project / "test_delegated.py")).returncode == 0
+    assert "warm=False" in (project / "test_delegated.py").read_text()
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}"],
+                            cwd=project, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "DEEPSEEK_BASE_URL": dead_url()})
+    assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
+    assert "3 served" in tested.stdout and "0 provider requests" in tested.stdout
