@@ -515,13 +515,20 @@ def _when(ms: int | None) -> str:
                    "the page aligns them position by position.")
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="The page to write (default: FILE's name with .html, in this folder); its JSON beside it.")
-def show(file: Path, against: Path | None, output: Path | None) -> None:
-    """Render a tool, model or subagent cassette, or a session log, as a trace page (docs/trace.md).
+@_DSH_HOME
+def show(file: Path, against: Path | None, output: Path | None, dsh_home: Path | None) -> None:
+    """Render a tool, model or subagent cassette, or a session log (its path, or a session id looked
+    up as `sessions show` does), as a trace page (docs/trace.md).
 
     \b
     dsh-sidecar show cassettes/test_weather/test_paris_weather.tools.ndjson
     dsh-sidecar show new.tools.ndjson --against cassettes/old.tools.ndjson
+    dsh-sidecar show session-83ead6e0-...
     """
+    named = file.name
+    if not file.exists() and (folder := _session_folder(_sessions_home(dsh_home), ".", str(file))) is not None:
+        log = next((folder / n for n in LOG_NAMES if (folder / n).is_file()), None)
+        file = file if log is None else log
     redactor = Redactor()
     try:
         kind, shown = run_of(file, redactor)
@@ -534,8 +541,9 @@ def show(file: Path, against: Path | None, output: Path | None) -> None:
             comparison = align(kind, other, shown, (shown_name(against), shown_name(file)))
     except SidecarError as error:
         _fail(error)
-    page = output or Path(file.name.removesuffix(".zstd").rsplit(".", 1)[0] + ".html")
-    title = f"{shown_name(file)}" + ("" if against is None else f" against {shown_name(against)}")
+    by_id = named != file.name  # a session id, found as its log
+    page = output or Path((named if by_id else file.name.removesuffix(".zstd").rsplit(".", 1)[0]) + ".html")
+    title = (named if by_id else shown_name(file)) + ("" if against is None else f" against {shown_name(against)}")
     write_trace(TraceDocument(title=title, runs=[shown], comparison=comparison), redactor, page)
     click.echo(f"dsh-sidecar show: wrote {_shown_path(str(page))} ({json_path_of(page).name} beside it)")
 

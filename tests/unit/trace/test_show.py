@@ -9,6 +9,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from dsh_sidecar.bridge.api.cli import main
+from dsh_sidecar.python_core.session_log import project_key
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "cassettes" / "test_weather" / "test_paris_weather.tools.ndjson"
 
@@ -54,3 +55,25 @@ def test_a_file_that_is_no_recording_is_refused_by_name_with_what_to_give(tmp_pa
                              "(session.jsonl[.zstd])\n")
     mixed = _show(str(EXAMPLE), "--against", str(other))
     assert "SHOW_UNREADABLE: notes.txt:1" in mixed.output
+
+
+def test_a_session_id_is_found_in_the_dsh_home_and_shown_as_its_log(tmp_path: Path, monkeypatch: Any) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    folder = home / "sessions" / project_key(str(tmp_path / "elsewhere")) / "session-abc"
+    folder.mkdir(parents=True)
+    events = [
+        {"type": "session", "id": "session-abc", "createdAt": 1, "cwd": "/w", "delegationDepth": 0},
+        {"type": "tool/call", "seq": 1, "time": 2, "data": {"turn": 1, "step": 1, "callId": "c1", "name": "echo",
+                                                           "arguments": '{"text": "hi"}'}},
+    ]
+    (folder / "session.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = _show("session-abc", "--dsh-home", str(home))
+    assert result.exit_code == 0, result.output
+    assert result.output == "dsh-sidecar show: wrote session-abc.html (session-abc.json beside it)\n"
+    document = json.loads((work / "session-abc.json").read_text())
+    assert document["title"] == "session-abc"
+    assert [(c["id"], c["tool"], c["args"]) for c in document["runs"][0]["calls"]] == [("c1", "echo", {"text": "hi"})]
+    missing = _show("session-none", "--dsh-home", str(home))
+    assert missing.exit_code == 1 and "SHOW_UNREADABLE: session-none: cannot be read" in missing.output
