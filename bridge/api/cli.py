@@ -27,7 +27,7 @@ from dsh_sidecar.bridge.api.scaffold import next_steps, scaffold_plugin
 from dsh_sidecar.bridge.api.session_index import SESSION_INDEX, IndexedRun
 from dsh_sidecar.bridge.api.trace.document import TraceDocument
 from dsh_sidecar.bridge.api.trace.files import ShowUnreadable, align, run_of, shown_name
-from dsh_sidecar.bridge.api.trace.redact import Redactor
+from dsh_sidecar.bridge.api.trace.redact import Redactor, json_document
 from dsh_sidecar.bridge.api.trace.render import json_path_of, write_trace
 from dsh_sidecar.bridge.api.types import (
     LOGIC_KEYS,
@@ -44,7 +44,6 @@ from dsh_sidecar.bridge.host.discovery import HOST_ENV_VAR, HostNotFound, defaul
 from dsh_sidecar.bridge.host.install import PACKAGE, install_package, install_plugin, record_local_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, find_node, host_env
 from dsh_sidecar.python_core import __version__
-from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import FilterUnresolved, SidecarError, printable
 from dsh_sidecar.python_core.files import reason_of
@@ -743,18 +742,9 @@ def _result_line(redactor: Redactor, r: SessionToolResult, width: int, tool: str
         code = f" {r.error_code}" if r.error_code else ""
         output = str(redactor.scrub(r.output))
         return f"{head}error{code}: {output}".replace("\n", "\\n")  # whole: an error is read to its end
-    return _cut(f"{head}ok: {_shown(redactor, _json_or_text(r.output), tool, 'result')}", width)
-
-
-def _json_or_text(text: str) -> object:
-    """A JSON object or array the tool's renderer printed, decoded (so its credentials are
-    filtered); any other text as is."""
-    if not text.lstrip().startswith(("{", "[")) or too_deep(text):
-        return text
-    try:
-        return msgspec.json.decode(text)
-    except (msgspec.DecodeError, RecursionError):
-        return text
+    # A JSON object or array the tool's renderer printed is decoded (its credentials filtered by key).
+    decoded = json_document(r.output)
+    return _cut(f"{head}ok: {_shown(redactor, r.output if decoded is None else decoded, tool, 'result')}", width)
 
 
 def _last_written(folder: Path) -> float:

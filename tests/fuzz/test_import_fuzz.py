@@ -57,7 +57,7 @@ def _base() -> list[dict[str, Any]]:
 
 
 def _value(rand: random.Random) -> Any:
-    return rand.choice([None, True, -1, 0, 2**60, 1.5, "", "x", "/home/dev/project", "\ud800", [], {}, [1, "a"],
+    return rand.choice([None, True, -1, 0, 2**60, 1.5, "", "x", "/srv/example/project", "\ud800", [], {}, [1, "a"],
                         {"op": "replace", "start": 0, "end": 0}, "append", {"type": "finish"}])
 
 

@@ -41,6 +41,7 @@ _ORDINAL = re.compile(r" at (\S+), ordinal (\d+)")
 _MESSAGE = re.compile(r"^message (\d+) ")
 _TOOL = re.compile(r"^tool (.+) (?:missing|added|definition differs)$")
 _OPTION = re.compile(r"^option (\S+) ")
+_TOOL_MISSES = frozenset({"CASSETTE_MISMATCH", "CASSETTE_EXTRA_CALL"})
 _LEAVES = 20  # differing leaves shown per request part; the part itself is shown whole
 _WARNING = re.compile(r"^dsh-sidecar: (?:warning: )?([A-Z][A-Z0-9_]+): (.+)$")
 
@@ -297,8 +298,13 @@ def build_run(sources: RunSources) -> Run:
             run.cassettes.append(Cassette(kind=s.kind, file=s.file, mode=s.mode, counters=counters))
     for child in result.child_session_ids:
         run.subagents.append(_child(result.session_path, child, redactor, sources.hooks))
-    _mismatches(run, sources)
-    _unconsumed(run, sources)
+    summary_unconsumed = summary is not None and summary.mode == "replay" and summary.unconsumed > 0
+    # The cassette file is read once, and only when a tool mismatch or an unconsumed record needs it.
+    wanted = summary_unconsumed or any(e.code in _TOOL_MISSES for e in result.errors)
+    records = _recorded_tool_calls(sources) if wanted else None
+    _mismatches(run, sources, records)
+    if summary_unconsumed and records is not None:
+        _unconsumed(run, sources, records)
     for error in run.errors:
         # The run's errors close its timeline; a call's own error sits on the call.
         run.events.append(Event(kind="error", label=f"{error['code']}: {error['message']}", session=session,
@@ -346,9 +352,8 @@ def _recorded_tool_calls(sources: RunSources) -> list[Any] | None:
         return None
 
 
-def _mismatches(run: Run, sources: RunSources) -> None:
+def _mismatches(run: Run, sources: RunSources, records: Sequence[Any] | None) -> None:
     redactor = sources.redactor
-    records = None
     for error in sources.result.errors:
         if error.code == "CASSETTE_MISMATCH":
             found = _ORDINAL.search(error.message)
@@ -359,7 +364,6 @@ def _mismatches(run: Run, sources: RunSources) -> None:
             if call is not None:
                 mismatch.call_id = call.id
                 mismatch.live = call.args
-            records = _recorded_tool_calls(sources) if records is None else records
             if found is not None and records is not None and int(found[2]) < len(records):
                 record = records[int(found[2])]
                 mismatch.recorded = redactor.value(msgspec.json.decode(record.args), tool=record.tool, where="args")
@@ -369,7 +373,6 @@ def _mismatches(run: Run, sources: RunSources) -> None:
                 mismatch.note = "the recorded call could not be read from the cassette file"
             run.mismatches.append(mismatch)
         elif error.code == "CASSETTE_EXTRA_CALL":
-            records = _recorded_tool_calls(sources) if records is None else records
             run.mismatches.append(_near_miss(error.code, error.message, run.calls, records or [], redactor))
     for line in sources.hooks:
         if line.get("method") != "model/mismatch":
@@ -449,13 +452,7 @@ def _part(difference: str, live: object, recorded: object) -> str | None:
     return None
 
 
-def _unconsumed(run: Run, sources: RunSources) -> None:
-    summary = sources.result.tool_cassette
-    if summary is None or summary.mode != "replay" or not summary.unconsumed:
-        return
-    records = _recorded_tool_calls(sources)
-    if records is None:
-        return
+def _unconsumed(run: Run, sources: RunSources, records: Sequence[Any]) -> None:
     served = {_int(h.get("ordinal")) for h in sources.hooks if h.get("method") == "tools/execute" and h.get("source")
               in ("served", "fault")}
     for record in records:

@@ -39,11 +39,9 @@ class TraceLater:
 def write_runs(runs: Sequence[RunSources], path: Path, *, title: str, test: str | None = None,
                outcome: str | None = None) -> Path:
     """One page holding ``runs``; the texts any run's filters hid are scrubbed from all of them."""
-    redactor = Redactor()
-    for sources in runs:
-        redactor.hidden |= sources.redactor.hidden
     built = [build_run(sources) for sources in runs]
-    for sources in runs:
+    redactor = Redactor()
+    for sources in runs:  # what each run's filters hid while it was built
         redactor.hidden |= sources.redactor.hidden
     document = TraceDocument(title=title, test=test, outcome=outcome, runs=built)
     return write_trace(document, redactor, path)

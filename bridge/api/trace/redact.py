@@ -18,7 +18,7 @@ from dsh_sidecar.python_core.canonical import too_deep
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.filters import FilterRule, Filters, parse_filters
 
-__all__ = ["HIDDEN", "NOT_SHOWN", "Redactor"]
+__all__ = ["HIDDEN", "NOT_SHOWN", "Redactor", "json_document"]
 
 HIDDEN = "[filtered]"
 NOT_SHOWN = "[not shown: a filter failed on this value]"
@@ -53,7 +53,7 @@ class Redactor:
 
     def text(self, text: str, *, tool: str, where: Literal["args", "result"]) -> str:
         """A text a tool rendered: a JSON document in it is filtered as a value, then written back."""
-        decoded = _json(text)
+        decoded = json_document(text)
         if decoded is None:
             shown = self._apply(self._filters, text, tool, where)
             return shown if isinstance(shown, str) else NOT_SHOWN
@@ -129,7 +129,8 @@ def _replaced(was: str, now: str) -> list[str]:
     return [middle] if middle else []
 
 
-def _json(text: str) -> object | None:
+def json_document(text: str) -> object | None:
+    """``text`` decoded when it is a JSON object or array (a rendering), else ``None``."""
     if not text.lstrip().startswith(("{", "[")) or too_deep(text):
         return None
     try:

@@ -31,7 +31,7 @@ from dsh_sidecar.python_core.session_import import (
 from dsh_sidecar.python_core.session_log import encode_segment, project_key, read_session_log
 
 DATA = Path(__file__).parent / "data"
-CWD = "/home/dev/project"
+CWD = "/srv/example/project"
 ROUTE = {"provider": "deepseek-official", "model": "deepseek-v4-flash", "maxTokens": 256000, "reasoningEffort": "high"}
 TOOL = {"name": "weather_lookup", "description": "Weather of a city.", "source": "plugin",
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "api_key": {"type": "string"}}}}
