@@ -251,7 +251,8 @@ def make_directories(path: str) -> None:
     Raises:
         OSError: a part of the path is not a directory, or a directory cannot be made.
     """
-    parent = os.path.dirname(path)
+    # Absolute first: the parent of a bare relative name is "", which never exists.
+    parent = os.path.dirname(os.path.abspath(path))
     missing: list[str] = []
     while not os.path.lexists(parent):
         missing.append(parent)

@@ -17,6 +17,7 @@ from dsh_sidecar.python_core.cassette_io import (
     check_header_line,
     display_name,
     line_hash,
+    make_directories,
     mapping_hash,
     reason_of,
     schema_location,
@@ -114,3 +115,12 @@ def test_the_header_probe_names_every_foreign_line_1(line: bytes, reason: str) -
 def test_the_header_probe_passes_a_readable_header_with_unknown_members() -> None:
     check_header_line(b'{"kind":"header","protocol":"p","version":2,"new":{}}', protocol="p", readable=(1, 2),
                       reads="1 and 2", invalid=CassetteInvalid)
+
+
+def test_a_bare_relative_name_needs_no_directory_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its parent was "", which never exists: the walk up never ended (an import's `--tool-cassette t.ndjson`).
+    monkeypatch.chdir(tmp_path)
+    make_directories("t.ndjson")
+    make_directories("made/t.ndjson")
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["made"]
