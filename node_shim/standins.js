@@ -67,7 +67,7 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
     })
   } else if (standIns.length > 0 || registry !== 'none') {
     let done = false
-    ctx.on('agent/created', () => {
+    ctx.on('agent/created', ({ agent }) => {
       if (done) return
       done = true
       const names = ctx.tools.schemas().map((schema) => schema.name)
@@ -75,9 +75,11 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
       /** @type {{ tool: string, message: string }[]} */
       const failed = []
       for (const contract of standIns) {
-        if (ctx.tools.get(contract.name) !== undefined) continue
+        // A shadow goes on the run's agent, whose scope shadows a registered tool in its place
+        // in the tool list (and is inherited by its subagents); any other only where none is.
+        if (!contract.shadow && ctx.tools.get(contract.name) !== undefined) continue
         try {
-          ctx.tools.register(standIn(contract, rendered))
+          (contract.shadow ? agent.ctx : ctx).tools.register(standIn(contract, rendered))
           stood.add(contract.name)
         } catch (error) {
           failed.push({ tool: contract.name, message: messageOf(error) })

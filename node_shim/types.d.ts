@@ -75,7 +75,8 @@ export interface ToolContract {
 }
 
 /** A recorded tool contract with its name. */
-export type StandIn = ToolContract & { name: string }
+/** `shadow`: registered on the session's agent even where a plugin registered the tool (an imported cassette). */
+export type StandIn = ToolContract & { name: string, shadow?: boolean }
 
 /** Provider names: register the cassette as `name` once `upstream` exists. */
 export interface SubagentSetup {

@@ -44,6 +44,7 @@ from dsh_sidecar.bridge.host.discovery import HOST_ENV_VAR, HostNotFound, defaul
 from dsh_sidecar.bridge.host.install import PACKAGE, install_package, install_plugin, record_local_plugin
 from dsh_sidecar.bridge.host.toolchain import HostEnv, HostError, ensure_host, find_node, host_env
 from dsh_sidecar.python_core import __version__
+from dsh_sidecar.python_core.cassette_io import partial_path
 from dsh_sidecar.python_core.cli_errors import EXIT_FAILED, EXIT_TIMEOUT, NamedFailure
 from dsh_sidecar.python_core.errors import FilterUnresolved, SidecarError, printable
 from dsh_sidecar.python_core.files import reason_of
@@ -63,8 +64,9 @@ from dsh_sidecar.python_core.session_import import (
     model_lines,
     module_source,
     one_turn,
-    refuse_tools,
+    tool_lines,
     write_lines,
+    write_tool_lines,
 )
 from dsh_sidecar.python_core.session_log import (
     LOG_NAMES,
@@ -81,6 +83,9 @@ from dsh_sidecar.python_core.session_log import (
 )
 from dsh_sidecar.python_core.subagent_cassette.cli import cli as subagent_cassette_cli
 from dsh_sidecar.python_core.tool_cassette.cli import main as tool_cassette_cli
+from dsh_sidecar.python_core.tool_cassette.cli import verify_summary
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteExists
+from dsh_sidecar.python_core.tool_cassette.store import verify_file as verify_tool_file
 
 __all__ = ["main"]
 
@@ -807,29 +812,39 @@ def sessions_prune(days: float | None, cwd: str | None, dsh_home: Path | None, d
               help="The modelCassette.filters rules (JSON list) run over each request view; a replay declares "
                    "the same (`[]`: none).")
 @click.option("--tools", "--include", "include", multiple=True, metavar="PATTERN",
-              help="Tools whose calls to import as a tool cassette (repeat; `*` wildcards, as toolCassette.include).")
+              help="Tools whose calls to import as a tool cassette (repeat; `*` wildcards, as toolCassette.include); "
+                   "a replay serves them with no tool body.")
+@click.option("--tool-cassette", "tool_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the --tools calls as a tool cassette (create-only; with --test: beside the "
+                   "model cassette).")
 @click.option("--test", "test_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a pytest module replaying the session through the `dsh` fixture, its model "
                    "cassette where the fixture looks (cassettes/<module>/<test>.model.ndjson beside it).")
 @click.option("--turn", type=click.IntRange(min=1), default=None,
               help="A session of several turns: import its first (1), the one turn a headless replay can answer.")
 def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | None, model_file: Path | None,
-                   request_view: str, filters_json: str, include: tuple[str, ...], test_file: Path | None,
-                   turn: int | None) -> None:
+                   request_view: str, filters_json: str, include: tuple[str, ...], tool_file: Path | None,
+                   test_file: Path | None, turn: int | None) -> None:
     """Import SESSION (a session id, or a session.jsonl / session.jsonl.zstd path) as cassettes that
     replay it offline (docs/import.md); a log that cannot be imported faithfully is refused by name
     and nothing is written.
 
     \b
     dsh-sidecar import session-83ead6e0-... --model-cassette tests/cassettes/paris.model.ndjson
-    dsh-sidecar import session-83ead6e0-... --test tests/test_paris.py
+    dsh-sidecar import session-83ead6e0-... --test tests/test_paris.py --tools weather_lookup
     """
     if (session is None) == (not last):
         raise click.UsageError("name one session: SESSION (an id or a log path) or --last (the newest of CWD)")
     if model_file is not None and test_file is not None:
         raise click.UsageError("--test writes the model cassette where the dsh fixture looks; drop --model-cassette")
-    if model_file is None and test_file is None and not include:
-        raise click.UsageError("nothing to import: pass --model-cassette FILE, --test PATH and/or --tools PATTERN")
+    if model_file is None and test_file is None:
+        raise click.UsageError("nothing to import: pass --model-cassette FILE or --test PATH")
+    if tool_file is not None and test_file is not None:
+        raise click.UsageError("--test writes the tool cassette where the dsh fixture looks; drop --tool-cassette")
+    if include and tool_file is None and test_file is None:
+        raise click.UsageError("--tools: name where its tool cassette goes, --tool-cassette FILE (or use --test)")
+    if tool_file is not None and not include:
+        raise click.UsageError("--tool-cassette: name the tools whose calls it holds, --tools PATTERN")
     try:
         raw_filters = json.loads(filters_json)
         filters = parse_model_config({"mode": "replay", "file": "-", "filters": raw_filters}, cwd=".").filters
@@ -848,28 +863,40 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         children = [calls_of(_events_of(path), child=True)
                     for path in _descendants(log_path.parent.parent, summary.session_id)]
         log = merged(calls_of(events), children)
-        if include:
-            refuse_tools(events, include)
         lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
+        served = tool_lines(events, include, cwd=log.cwd, filters=filters, delegated=bool(children)) if include \
+            else None
         source = None
         if test_file is not None:
             source = module_source(events, session_id=summary.session_id, cwd=log.cwd, module_stem=test_file.stem,
-                                   filters=raw_filters, delegated=bool(children))
+                                   filters=raw_filters, delegated=bool(children), include=include)
             if test_file.exists():
                 raise ImportTestExists(test_file.name)
-            model_file = test_file.parent / cassette_path(test_file.stem, function_name(summary.session_id))
-        assert model_file is not None  # --tools alone ends in refuse_tools
+            name = function_name(summary.session_id)
+            model_file = test_file.parent / cassette_path(test_file.stem, name)
+            if served is not None:
+                tool_file = test_file.parent / cassette_path(test_file.stem, name, "tools")
+        assert model_file is not None  # checked above
         model_file.parent.mkdir(parents=True, exist_ok=True)
+        if tool_file is not None and any(os.path.lexists(p) for p in (tool_file, partial_path(str(tool_file)))):
+            # Both files are create-only: one that exists refuses the import before either is written.
+            raise CassetteExists(tool_file.name)
         write_lines(str(model_file), lines)
+        if served is not None and tool_file is not None:
+            tool_file.parent.mkdir(parents=True, exist_ok=True)
+            write_tool_lines(str(tool_file), served)
         if source is not None and test_file is not None:
             _write_new(test_file, source)
         report = verify_file(str(model_file))
+        tool_report = None if tool_file is None else verify_tool_file(str(tool_file))
     except SidecarError as error:
         _fail(error)
     except OSError as exc:
         _fail(ImportIOError(Path(exc.filename or "").name or "a file", reason_of(exc)))
     if report.error is not None:
         _fail(report.error)
+    if tool_report is not None and tool_report.error is not None:
+        _fail(tool_report.error)
     lanes = ", ".join(f"{lane} {n}" for lane, n in report.lanes.items()) or "none"
     left = "".join(f"; left out {name} (the log holds its request, not its stream)" for name in log.left_out)
     click.echo(f"dsh-sidecar import: session {summary.session_id}: wrote {_shown_path(str(model_file))}: "
@@ -879,6 +906,11 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
                    f"{function_name(summary.session_id)} (run it: pytest {_shown_path(str(test_file))})")
     click.echo(f"valid: dsh-model-cassette v{report.version}: {report.calls} calls ({lanes}), {report.frames} frames, "
                f"complete tail{IMPORTED_NOTE}")
+    if tool_report is not None and tool_file is not None:
+        tools = ", ".join(f"{tool} {n}" for tool, n in tool_report.tools.items())
+        click.echo(f"dsh-sidecar import: wrote {_shown_path(str(tool_file))}: {tool_report.calls} calls ({tools}), "
+                   "served by stand-ins with no tool body")
+        click.echo(f"valid: {verify_summary(tool_report)}")
 
 
 def _write_new(path: Path, text: str) -> None:

@@ -224,7 +224,8 @@ class CassetteSummary(msgspec.Struct, frozen=True, kw_only=True):
     filtered: bool = False
     """The cassette declares result filters: a failure account does not print the tools' messages."""
     stood_up: list[str] = msgspec.field(default_factory=list)
-    """Tool cassette replay: the recorded tools stood up because no plugin registered them."""
+    """Tool cassette replay: the recorded tools stood up because no plugin registered them (an
+    imported cassette's, all of its tools: docs/import.md)."""
 
 
 class Diagnostic(msgspec.Struct, frozen=True):

@@ -104,20 +104,22 @@ class ToolHooks:
         self.strict_replay = strict_replay
         self.steps = StepObserver(self.cwd) if self.recording is not None else None
         self.divergence = None if not isinstance(cassette, ReplaySession) else DivergenceWatch(
-            cassette.observed_results, cassette.observed_steps, cassette.version >= OBSERVED_VERSION,
+            cassette.observed_results, cassette.observed_steps,
+            cassette.version >= OBSERVED_VERSION and not cassette.imported,
             cassette.config.volatile, self.cwd)
         # The recorded tools the shim stood up because no plugin registered them.
         self.stood_up: list[str] = []
         self.failures = RecordedFailures()
 
     def stand_ins(self) -> list[StandIn]:
-        """The recorded contracts of a replay, for the shim to register where no plugin did."""
+        """The recorded contracts of a replay, for the shim to register where no plugin did (an
+        imported cassette's in any case: ``shadow``)."""
         cassette = self.cassette
         if not isinstance(cassette, ReplaySession):
             return []
         return [
             StandIn(name=d.tool, description=d.description, parameters=d.parameters, output=d.output,
-                    presentationMeta=d.presentationMeta is True, timeoutMs=d.timeoutMs)
+                    presentationMeta=d.presentationMeta is True, timeoutMs=d.timeoutMs, shadow=cassette.imported)
             for d in cassette.definitions.values()
         ]
 

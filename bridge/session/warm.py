@@ -186,12 +186,13 @@ class WarmHost:
 
 
 def _stand_ins(state: SessionState, registry: RegistryParams | None) -> list[StandIn]:
-    """A replay's recorded tools that no plugin of the host registered: the shim registers them
-    on this session's agent only (rc.8 scopes a registration made through ``agent.ctx``), so
-    another session of the host never sees them."""
+    """A replay's recorded tools that no plugin of the host registered (an imported cassette's in
+    any case, to shadow the plugin's): the shim registers them on this session's agent only
+    (rc.8 scopes a registration made through ``agent.ctx``), so another session of the host
+    never sees them."""
     registered = {t.name for t in registry.tools} if registry is not None else set()
     wanted = state.tools.stand_ins() if state.tools is not None else []
-    return sorted((s for s in wanted if s.name not in registered), key=lambda s: s.name)
+    return sorted((s for s in wanted if s.shadow or s.name not in registered), key=lambda s: s.name)
 
 
 def _unsuited(subagent: bool, mock: bool, nested: bool) -> str:

@@ -129,7 +129,8 @@ class SubagentSetup(_Closed):
 
 class StandIn(_Closed):
     """A recorded tool contract the shim registers if no plugin registered ``name`` by the time
-    the first agent is created (docs/tool-cassette-format.md, "Replay with the provider gone")."""
+    the first agent is created (docs/tool-cassette-format.md, "Replay with the provider gone"),
+    or in any case with ``shadow``."""
 
     name: str
     description: str
@@ -137,6 +138,9 @@ class StandIn(_Closed):
     output: msgspec.Raw
     presentationMeta: bool = False
     timeoutMs: int | UnsetType = UNSET
+    # An imported cassette's tool (docs/import.md): registered on the run's agent even where a
+    # plugin registered the tool, whose scope shadows it in its place in the tool list.
+    shadow: bool = False
 
 
 class InitializeResult(_Closed):

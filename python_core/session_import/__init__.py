@@ -1,7 +1,7 @@
 """Import a DSH session log as cassettes: its provider calls as a model cassette (docs/import.md).
 
-Above the features, like ``config``: it writes the model cassette's format and reads the tool
-cassette's selection rule; no feature imports it.
+Above the features, like ``config``: it writes the model cassette's and the tool cassette's
+formats; no feature imports it.
 """
 
 from dsh_sidecar.python_core.session_import.generated_test import (
@@ -20,9 +20,10 @@ from dsh_sidecar.python_core.session_import.log_calls import (
     one_turn,
 )
 from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
-from dsh_sidecar.python_core.session_import.tools import refuse_tools, selected_calls
+from dsh_sidecar.python_core.session_import.tools import CWD_MARK, tool_lines, write_tool_lines
 
 __all__ = [
+    "CWD_MARK",
     "IMPORTED_HOST",
     "ImportIOError",
     "ImportPrivate",
@@ -37,7 +38,7 @@ __all__ = [
     "model_lines",
     "module_source",
     "one_turn",
-    "refuse_tools",
-    "selected_calls",
+    "tool_lines",
     "write_lines",
+    "write_tool_lines",
 ]

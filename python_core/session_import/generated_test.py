@@ -3,8 +3,9 @@
 Rule: the module runs the session's task through the ``dsh`` fixture with the imported model
 cassette where the fixture looks for it (``cassettes/<module>/<test>.model.ndjson`` beside the
 module) and asserts the session's final text and each tool result's text, in order. The tools the
-session called run for real at replay (``allow_live_tools`` names them: a log holds no tool
-values, docs/import.md), with the plugins the project's pytest config composes. Every value is
+import selected (``include``) are served from its tool cassette beside it with no tool body; the
+others run for real at replay (``allow_live_tools`` names them), with the plugins the project's
+pytest config composes. Every value is
 written as a Python literal (``repr``). A task, final text or result that names the session's
 absolute working directory is refused (``IMPORT_PRIVATE``), as a cassette refuses it; so is a
 result the credentials filter would change (a JSON object with a ``token``/``key``/... member):
@@ -23,6 +24,7 @@ from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
 from dsh_sidecar.python_core.session_import.model import ImportPrivate
 from dsh_sidecar.python_core.session_log import final_text, tool_calls, tool_results
+from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 
 __all__ = ["ImportIOError", "ImportTestExists", "cassette_path", "function_name", "module_source"]
 
@@ -54,9 +56,9 @@ def function_name(session_id: str) -> str:
     return "test_session_" + (_UNSAFE.sub("_", session_id.removeprefix("session-"))[:8] or "imported")
 
 
-def cassette_path(module_stem: str, name: str) -> str:
-    """Where the ``dsh`` fixture looks for the test's model cassette, relative to the module's folder."""
-    return f"cassettes/{module_stem}/{name}.model.ndjson"
+def cassette_path(module_stem: str, name: str, kind: str = "model") -> str:
+    """Where the ``dsh`` fixture looks for the test's ``kind`` cassette, relative to the module's folder."""
+    return f"cassettes/{module_stem}/{name}.{kind}.ndjson"
 
 
 def _task(events: Sequence[Mapping[str, Any]]) -> str:
@@ -91,9 +93,10 @@ def _credential_free(output: str, where: str) -> str:
 
 
 def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: str, module_stem: str,
-                filters: Sequence[object], delegated: bool = False) -> str:
+                filters: Sequence[object], delegated: bool = False, include: Sequence[str] = ()) -> str:
     """The module's source; ``delegated``: the session ran subagents, whose hooks a warm host does
-    not route to the run (their sessions are not its), so the test runs in a DSH process of its own.
+    not route to the run (their sessions are not its), so the test runs in a DSH process of its own;
+    ``include``: the tools served from the imported tool cassette (the others run live).
 
     Raises:
         ImportUnfaithful: the session is not one text task (``field`` ``test``).
@@ -116,18 +119,31 @@ def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: 
                                                            f"tool result {n}"))
                for n, r in enumerate(tool_results(events))]
     rows = "".join(f"\n    ({tool!r}, {output!r})," for tool, output in results)
-    live = sorted({tool for tool, _ in results if tool})
+    selection = ToolCassetteConfig(mode="replay", file="", include=tuple(include))
+    live = sorted({tool for tool, _ in results if tool and not (include and selection.selects(tool))})
+    served = ""
+    if include:
+        served = (f",\n                     tool_cassette=ToolCassette(file=str(dsh.cassette('tools')), "
+                  f"include={list(include)!r},\n                                               "
+                  f"filters={list(filters)!r})")
     # A subagent's session is not the run's: a warm host refuses its hooks (docs/warm-host.md).
     cold = ",\n                     warm=False" if delegated else ""
+    if not include:
+        tools_doc = ("The tools the session called run for real (allow_live_tools: a session log holds no tool\n"
+                     "values), with the plugins this project's pytest config composes; a different tool set or\n"
+                     "tool result is a MODEL_CASSETTE_MISMATCH naming the tool or the message.")
+    else:
+        tools_doc = (f"The calls of {', '.join(include)} come from {cassette_path(module_stem, name, 'tools')}:\n"
+                     "no tool body runs, stand-ins show the model what the session showed it"
+                     + (" (the other tools run for real: allow_live_tools)" if live else "") + ".\n"
+                     "A different tool set, argument or result is a MODEL_CASSETTE_MISMATCH or CASSETTE_MISMATCH.")
     return f'''"""Session {session_id} replayed offline (written by `dsh-sidecar import --test`; docs/import.md).
 
-The model's answers come from {cassette_path(module_stem, name)}: no provider, no key. The
-tools the session called run for real (allow_live_tools: a session log holds no tool values), with
-the plugins this project's pytest config composes; a different tool set or tool result is a
-MODEL_CASSETTE_MISMATCH naming the tool or the message.
+The model's answers come from {cassette_path(module_stem, name)}: no provider, no key.
+{tools_doc}
 """
 
-from dsh_sidecar import ModelCassette
+from dsh_sidecar import ModelCassette{', ToolCassette' if include else ''}
 
 TASK = {task!r}
 FINAL_TEXT = {final!r}
@@ -138,7 +154,7 @@ TOOL_RESULTS = [{rows}
 def {name}(dsh):
     result = dsh.run(TASK, model=ModelCassette(file={cassette_path(module_stem, name)!r},
                                                options={{"filters": {list(filters)!r}}}),
-                     allow_live_tools={live!r}{cold})
+                     allow_live_tools={live!r}{served}{cold})
     assert result.final_text == FINAL_TEXT
     assert [(r.tool, r.output) for r in result.tool_results] == TOOL_RESULTS
 '''

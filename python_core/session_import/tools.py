@@ -1,51 +1,271 @@
-"""Whether a session log can become a tool cassette of the selected tools: what it lacks, by name.
+"""A session log's calls of the selected tools as a tool cassette whose stand-ins show what the log shows.
 
-Rule: a tool cassette replays a call by serving what the tool returned (``call/result.value``,
-its ``meta`` and host state) at a structural call path, and stands a tool up from its contract
-(the ``tool`` frame's output schema). A session log holds each call's name, id and argument text
-(``tool/call``) and the text the result showed the model (``tool/result``), nothing more: a
-registered tool renders a served value itself, so the shown text cannot stand for the value. The
-selected calls are therefore refused by name, never written half (docs/import.md).
+Rule: a session log holds each call's name, id and argument text (``tool/call``) and what its
+result showed the model (``tool/result``: the content blocks, the error flag, ``meta``, an error's
+``name``/``code``), never the value the tool returned. A registered tool renders a served value
+itself, so the shown content cannot be served to it as a value. The imported cassette therefore
+says ``source: session-log`` in its header, and a replay stands every selected tool in from its
+``tool`` frame even where a plugin registers it (rc.8's agent scope shadows the plugin's tool in
+its place in the tool list): the stand-in's value is the content blocks and its rendering is
+that value (rc.8's ``defineContentToolFixture`` contract), so the model is shown the logged
+content and no tool body runs. The contracts are the model-facing ones the log's request header
+holds (name, description, parameters), so the model cassette's fingerprints still match.
+
+What the log cannot give is named, not invented: a call a policy refused before dispatch (it has
+no structural path of its own) still takes a number here, so the calls after it replay as a path
+mismatch (fail closed); an error's message is its content's text (rc.8 logs only its name and
+code); ``additionalContexts`` a body deferred are not in the log (the next request's history
+then differs: a model cassette mismatch). Calls of a selected tool in a subagent's session, and
+``run_code`` sub-calls, are refused by name.
+
+Privacy, as recording: the filters run over the arguments and the outcome; the session's
+absolute working directory becomes ``<cwd>/`` in the outcome (``host.cwd`` is ``<cwd>``, so
+``relocated`` serves the replay's own folder there), and one left anywhere else is refused.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
+import msgspec
+from msgspec import UNSET, Raw, UnsetType
+
+from dsh_sidecar.python_core.canonical import digest_bytes
+from dsh_sidecar.python_core.cassette_io import GENESIS, Chain
+from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
+from dsh_sidecar.python_core.filters import FilterRule, Filters, rules_digest
 from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
-from dsh_sidecar.python_core.session_log import tool_calls
+from dsh_sidecar.python_core.session_import.model import ImportPrivate
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
+from dsh_sidecar.python_core.tool_cassette.engine import redact_args, redact_outcome
+from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid
+from dsh_sidecar.python_core.tool_cassette.format import (
+    IMPORTED_OUTPUT,
+    PROTOCOL,
+    VERSION,
+    CompleteFrame,
+    DefinitionFrame,
+    HeaderFrame,
+    HostState,
+    ResultFrame,
+    StartFrame,
+    ToolErrorInfo,
+    ToolFailure,
+    canonical_payload,
+    canonical_text,
+    verbatim_text,
+)
+from dsh_sidecar.python_core.tool_cassette.store import Recorder, check_lines
 
-__all__ = ["MISSING", "refuse_tools", "selected_calls"]
+__all__ = ["CWD_MARK", "tool_lines", "write_tool_lines"]
 
-MISSING: Final = ("call/result.value (the value the tool returned; the log holds the text shown to the model)",
-                  "call/result.meta and host state", "call/start.path (the structural call path)",
-                  "the tool frame's output schema")
-
-
-def selected_calls(events: Sequence[Mapping[str, Any]], include: Sequence[str]) -> dict[str, int]:
-    """The selected tools the log called, with their call counts (log order)."""
-    selection = ToolCassetteConfig(mode="record", file="", include=tuple(include))
-    counts: dict[str, int] = {}
-    for call in tool_calls(events):
-        if selection.selects(call.tool):
-            counts[call.tool] = counts.get(call.tool, 0) + 1
-    return counts
+CWD_MARK: Final = "<cwd>"
+"""``host.cwd`` of an imported result: the session's folder, written as ``<cwd>/`` in its payloads."""
+_BEFORE_DISPATCH: Final = frozenset({"ABORTED_BEFORE_DISPATCH"})  # never reached tools/execute: no path
 
 
-def refuse_tools(events: Sequence[Mapping[str, Any]], include: Sequence[str]) -> NoReturn:
-    """Refuse the selection by name: what a tool cassette of its calls needs and the log lacks.
+class _Call(msgspec.Struct, frozen=True):
+    """One top-level call of the log and the result event that settled it."""
+
+    number: int
+    tool: str
+    where: str
+    arguments: str
+    result: Mapping[str, Any] | None
+
+
+def _member(value: object, key: str) -> Mapping[str, Any]:
+    """``value[key]`` when both are objects, else an empty one (a log rc.8 did not write)."""
+    inner = value.get(key) if isinstance(value, Mapping) else None
+    return inner if isinstance(inner, Mapping) else {}
+
+
+def _data(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    return _member(event, "data")
+
+
+def _calls(events: Sequence[Mapping[str, Any]]) -> list[_Call]:
+    """The model's calls in log order, each with its ``tool/result`` (``None`` if it never settled)."""
+    results: dict[str, Mapping[str, Any]] = {}
+    for event in events:
+        if event.get("type") == "tool/result":
+            call_id = _member(_member(_data(event), "message"), "source").get("callId")
+            if isinstance(call_id, str):
+                results[call_id] = _data(event)
+    calls: list[_Call] = []
+    for event in events:
+        if event.get("type") != "tool/call":
+            continue
+        data = _data(event)
+        tool, arguments, call_id = data.get("name"), data.get("arguments"), data.get("callId")
+        where = f"call {len(calls)} (turn {data.get('turn')}, step {data.get('step')})"
+        if not isinstance(tool, str) or not tool or not isinstance(arguments, str) or not isinstance(call_id, str):
+            raise ImportUnfaithful("tools", f"{where} has no tool name, argument text or call id")
+        calls.append(_Call(len(calls), tool, where, arguments, results.get(call_id)))
+    return calls
+
+
+def _block(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    message = result.get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    blocks = [b for b in content if isinstance(b, Mapping) and b.get("type") == "tool-result"] \
+        if isinstance(content, list) else []
+    return blocks[0] if len(blocks) == 1 else None
+
+
+def _code(result: Mapping[str, Any]) -> str | None:
+    code = _member(result, "error").get("code")
+    return code if isinstance(code, str) else None
+
+
+def _contracts(events: Sequence[Mapping[str, Any]], tools: set[str]) -> dict[str, Mapping[str, Any]]:
+    """Each selected tool's model-facing schema, from the last request header that offered it."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for event in events:
+        if event.get("type") != "request/header":
+            continue
+        offered = _member(_data(event), "header").get("tools")
+        for tool in offered if isinstance(offered, list) else []:
+            name = tool.get("name") if isinstance(tool, Mapping) else None
+            if isinstance(name, str) and name in tools:
+                found[name] = tool
+    return found
+
+
+def _json(value: object, where: str) -> Raw:
+    # msgspec keeps the decoded key order: the host's serialization, as a recording keeps it.
+    try:
+        return verbatim_text(msgspec.json.encode(value))
+    except (CanonicalJsonError, TypeError):
+        raise ImportUnfaithful("tools", f"{where} holds a value with no strict JSON form") from None
+
+
+def _located(raw: Raw | UnsetType, cwd: str, where: str) -> Raw | UnsetType:
+    """``raw`` with the session's folder as ``<cwd>/``; the folder left anywhere else is refused."""
+    if isinstance(raw, UnsetType) or len(cwd) < 2:
+        return raw
+    folder = json.dumps(cwd.rstrip("/") + "/", ensure_ascii=False)[1:-1].encode()
+    data = bytes(raw).replace(folder, (CWD_MARK + "/").encode())
+    if cwd.rstrip("/").encode() in data:
+        raise ImportPrivate(f"tools: {where}", "its result names the session's absolute working directory")
+    return Raw(data)
+
+
+def _outcome(call: _Call, ordinal: int, cwd: str) -> ResultFrame:
+    """The ``call/result`` of a settled call: its shown content as value and content."""
+    assert call.result is not None
+    block = _block(call.result)
+    content = block.get("content") if block is not None else None
+    if block is None or not isinstance(content, list):
+        raise ImportUnfaithful("tools", f"{call.where} of {call.tool}: its result holds no tool-result content")
+    raw = _json(content, call.where)
+    shown = _located(raw, cwd, call.where)
+    assert not isinstance(shown, UnsetType)
+    meta_value = call.result.get("meta", UNSET)
+    meta = UNSET if meta_value is UNSET else _located(_json(meta_value, call.where), cwd, call.where)
+    located = bytes(shown) != bytes(raw) or (
+        not isinstance(meta, UnsetType) and bytes(meta) != msgspec.json.encode(meta_value))
+    host: HostState | UnsetType = HostState(cwd=CWD_MARK) if located else UNSET
+    contexts = Raw(b"[]")
+    if block.get("isError") is True:
+        error = _member(call.result, "error")
+        name, code = error.get("name"), error.get("code")
+        text = "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
+        # rc.8 logs a failure's name and code, not its message: the shown text stands for it.
+        info = ToolErrorInfo(name=name, code=code) if isinstance(name, str) and isinstance(code, str) else UNSET
+        failure = ToolFailure(message=text.removeprefix("Error: "), info=info)
+        return ResultFrame(seq=0, prev=GENESIS, ordinal=ordinal, isError=True, error=failure, content=shown, meta=meta,
+                           additionalContexts=contexts, host=host)
+    return ResultFrame(seq=0, prev=GENESIS, ordinal=ordinal, isError=False, value=shown, content=shown, meta=meta,
+                       additionalContexts=contexts, host=host)
+
+
+def tool_lines(events: Sequence[Mapping[str, Any]], include: Sequence[str], *, cwd: str,
+               filters: Sequence[FilterRule] = (), delegated: bool = False) -> list[bytes]:
+    """The cassette lines (each with its newline) of the selected tools' calls in ``events``.
 
     Raises:
-        ImportUnfaithful: always; ``field`` is ``tools``, the message names the selected tools
-            (or that none was called) and the missing fields.
+        ImportUnfaithful: no call of a selected tool; a selected call with no result, in a
+            delegating session, or of a shape rc.8 never logs; lines ``verify`` would refuse.
+        ImportPrivate: a result names the absolute working directory outside the ``<cwd>/`` mark.
+        FilterRaised: a filter function raised.
     """
-    counts = selected_calls(events, include)
-    if not counts:
+    selection = ToolCassetteConfig(mode="replay", file="", include=tuple(include), filters=tuple(filters))
+    calls = _calls(events)
+    selected = [c for c in calls if selection.selects(c.tool)]
+    if not selected:
         raise ImportUnfaithful("tools", f"no call of a tool matching {', '.join(include)} is in the log",
                                "name the tools `dsh-sidecar sessions show SESSION` lists")
-    names = ", ".join(f"{tool} ({n} call{'s' if n != 1 else ''})" for tool, n in counts.items())
-    raise ImportUnfaithful("tools", f"{names}: the log lacks {'; '.join(MISSING)}",
-                           "import without --tools (the tools run live at replay), or record them with a tool "
-                           "cassette (toolCassette.mode: record)")
+    if delegated:
+        raise ImportUnfaithful("tools", "the session delegated to subagents, whose calls number their paths in "
+                                        "sessions of their own (not built)", "import without --tools")
+    compiled = Filters(filters)
+    chain = Chain()
+    lines = [chain.link(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
+                                    include=tuple(include), filters=rules_digest(filters) if filters else UNSET,
+                                    source="session-log"))[1]]
+    contracts = _contracts(events, {c.tool for c in selected})
+    with_meta = {c.tool for c in selected if c.result is not None and "meta" in c.result}
+    for tool in dict.fromkeys(c.tool for c in selected):
+        contract = contracts.get(tool)
+        if contract is None:
+            raise ImportUnfaithful("tools", f"{tool} is called but no request header offered it")
+        lines.append(chain.link(DefinitionFrame(
+            seq=0, prev="", tool=tool, description=str(contract.get("description", "")),
+            parameters=_json(contract.get("parameters", {}), f"the {tool} contract"), output=Raw(IMPORTED_OUTPUT),
+            presentationMeta=True if tool in with_meta else UNSET))[1])
+    frames: list[StartFrame | ResultFrame] = []
+    ordinal = 0
+    number = 0
+    for call in calls:
+        if call.result is not None and _code(call.result) in _BEFORE_DISPATCH:
+            continue  # it never reached tools/execute: no path, no record
+        path = f"root/{number}"
+        number += 1
+        if call not in selected:
+            continue
+        if call.result is None:
+            raise ImportUnfaithful("tools", f"{call.where} of {call.tool} has no result in the log (the turn ended "
+                                            "inside it)")
+        try:
+            # As the live call is matched: the canonical form of the arguments' JSON text.
+            args = canonical_text(call.arguments.encode())
+        except CanonicalJsonError:
+            # rc.8 hands a tool the raw text when the model's arguments are not JSON.
+            args = canonical_payload(call.arguments)
+        args = redact_args(compiled, call.tool, args)
+        frames.append(StartFrame(seq=0, prev="", ordinal=ordinal, path=path, tool=call.tool, args=args,
+                                 argsDigest=digest_bytes(args)))
+        outcome = _outcome(call, ordinal, cwd)
+        if redact_outcome(compiled, call.tool, outcome) != outcome:
+            # Served filtered, the model would be shown another text than the log's.
+            raise ImportUnfaithful("tools", f"the filters hide a part of the result of {call.where} of {call.tool}, "
+                                            "which the model was shown",
+                                   "leave the tool out of --tools (it runs live at replay)")
+        frames.append(outcome)
+        ordinal += 1
+    lines += [chain.link(frame)[1] for frame in frames]
+    lines.append(chain.link(CompleteFrame(seq=0, prev="", calls=ordinal))[1])
+    try:
+        check_lines(lines)
+    except CassetteInvalid as error:
+        raise ImportUnfaithful("tools", f"the imported calls fail verify ({error.message})") from None
+    return lines
+
+
+def write_tool_lines(path: str, lines: Sequence[bytes]) -> None:
+    """Publish ``lines`` at ``path`` create-only, as a recording is published.
+
+    Raises:
+        CassetteExists: the file or its partial exists (an import never overwrites).
+        CassetteIOError: the file cannot be written.
+    """
+    recorder = Recorder.create(path)
+    try:
+        recorder.write_lines(lines)
+        recorder.publish()
+    except SidecarError:
+        recorder.discard()
+        raise

@@ -32,7 +32,7 @@ from dsh_sidecar.python_core.tool_cassette.format import PROTOCOL
 from dsh_sidecar.python_core.tool_cassette.reseal import reseal_file
 from dsh_sidecar.python_core.tool_cassette.store import Cassette, VerifyReport, load, verify_file
 
-__all__ = ["main"]
+__all__ = ["main", "verify_summary"]
 
 _CONSUMPTION = (
     "replay serves each record once, in start order, matching path, tool, canonical args "
@@ -67,10 +67,12 @@ def _json(value: Any) -> str:
     return json.dumps(msgspec.to_builtins(value), ensure_ascii=True, sort_keys=True)
 
 
-def _summary(report: VerifyReport) -> str:
+def verify_summary(report: VerifyReport) -> str:
+    """``verify``'s line for a valid file, after its name."""
     return (
         f"{PROTOCOL} v{report.version}: {report.calls} calls, {len(report.tools)} tools, "
-        f"{report.frames} frames, complete tail"
+        f"{report.frames} frames, complete tail" + (", imported from a session log (docs/import.md)"
+                                                     if report.source == "session-log" else "")
     )
 
 
@@ -102,7 +104,7 @@ def verify(files: tuple[str, ...]) -> None:
             click.echo(f"{report.error.code}: {_name(file)}: {report.error.message}")
             failed = True
         else:
-            click.echo(f"valid: {_name(file)}: {_summary(report)}")
+            click.echo(f"valid: {_name(file)}: {verify_summary(report)}")
     if failed:
         raise SystemExit(EXIT_FAILED)
 
@@ -136,6 +138,7 @@ def inspect(file: str, as_json: bool) -> None:
             "tools": report.tools,
             "definitions": report.definitions,
             "valid": report.error is None,
+            "source": report.source or "recording",
             "integrity": integrity,
             "consumption": _CONSUMPTION,
             "records": calls,
@@ -143,6 +146,9 @@ def inspect(file: str, as_json: bool) -> None:
     else:
         click.echo(f"protocol: {PROTOCOL} v{report.version if report.version else '?'}")
         click.echo(f"calls: {report.calls}")
+        if report.source == "session-log":
+            # Served as the log showed them, by stand-ins even where a plugin registers the tool.
+            click.echo("source: imported from a session log (docs/import.md)")
         click.echo(f"tools: {len(report.tools)}")
         for tool, count in report.tools.items():
             click.echo(f"  {printable(tool)}: {count}")

@@ -405,14 +405,14 @@ _PLACEHOLDER_BYTES = msgspec.json.encode(PLACEHOLDER)[1:-1]
 R = TypeVar("R", Raw, Raw | UnsetType)
 
 
-def _redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
+def redact_args(filters: Filters, tool: str, args: Raw) -> Raw:
     """The arguments as recorded and matched: filtered (the fingerprint is over this form)."""
     if not filters:
         return args
     return canonical_payload(filters.apply(msgspec.json.decode(args), tool=tool, where="args"))
 
 
-def _redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFrame:
+def redact_outcome(filters: Filters, tool: str, frame: ResultFrame) -> ResultFrame:
     """The outcome as written to the file: value, error message, content, meta and contexts filtered."""
     if not filters:
         return frame
@@ -722,7 +722,7 @@ class RecordSession(ToolCassetteSession):
                 event.tool, event.path, outer.tool, outer.path, outer.ordinal
             ))
         try:
-            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
+            args = redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         except FilterRaised as raised:
@@ -781,7 +781,7 @@ class RecordSession(ToolCassetteSession):
                     self._fail(broken)
                     call.phase = CallPhase.REFUSED
                     return Refuse(broken)
-                call.frame = _redact_outcome(self._filters, call.tool, captured)
+                call.frame = redact_outcome(self._filters, call.tool, captured)
                 if event.host is not None:
                     call.frame = msgspec.structs.replace(call.frame, host=event.host)
                 if event.definition is not None and call.tool not in self._defined:
@@ -958,6 +958,9 @@ class ReplaySession(ToolCassetteSession):
         # Recorded contracts of the selected tools; ``stood_up`` names those the shim registered
         # because no plugin did, ``standin_errors`` those it could not register.
         self.definitions = cassette.definitions
+        # Imported from a session log: every selected tool is stood in, shadowing a registered
+        # one (a registered tool would render the served content as if it were its value).
+        self.imported = cassette.header.source == "session-log"
         self.stood_up: frozenset[str] = frozenset()
         self.standin_errors: dict[str, str] = {}
         self._consumed = 0
@@ -1004,7 +1007,7 @@ class ReplaySession(ToolCassetteSession):
         if self.state is CassetteState.POISONED:
             return self._refuse(event, ReplayPoisoned(event.tool, event.path, self._errors[0].code))
         try:
-            args = _redact_args(self._filters, event.tool, canonical_text(event.args_json))
+            args = redact_args(self._filters, event.tool, canonical_text(event.args_json))
         except CanonicalJsonError as exc:
             return self._refuse(event, ArgumentsUnreadable(event.tool, event.path, exc.reason))
         except FilterRaised as raised:

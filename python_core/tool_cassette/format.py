@@ -13,7 +13,7 @@ model saw; every comparison and digest takes their canonical form (``canonical_o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -31,6 +31,7 @@ from dsh_sidecar.python_core.tool_cassette.matching import MatchRule
 
 __all__ = [
     "GENESIS",
+    "IMPORTED_OUTPUT",
     "OBSERVED_VERSION",
     "PROTOCOL",
     "READABLE_VERSIONS",
@@ -64,6 +65,9 @@ __all__ = [
 
 PROTOCOL = "dsh-tool-cassette"
 VERSION = 5
+# An imported tool's output schema: its value is the content blocks it showed the model (as
+# rc.8's ``defineContentToolFixture``), so the stand-in's rendering is the value itself.
+IMPORTED_OUTPUT: Final = b'{"type":"array","items":{"type":"object"}}'
 # Version 1 files have no ``host`` member on ``call/result``: their replays restore no host state.
 # Versions 1 and 2 have no ``tool`` frames and no rendered content of successes: a tool that no
 # plugin registers at replay cannot be stood up from them.
@@ -121,6 +125,10 @@ class HeaderFrame(Frame, tag="header", frozen=True, kw_only=True):
     # The plugin packages and versions composed at record time (python_core.composition), never
     # their config; absent in files recorded before it was kept, or when the shim reported none.
     plugins: dict[str, str | None] | UnsetType = UNSET
+    # ``session-log``: imported from a session log (docs/import.md), not recorded. Each success
+    # holds the content the model was shown as its value and its content, and a replay stands
+    # every selected tool in from its ``tool`` frame even where a plugin registers it.
+    source: Literal["session-log"] | UnsetType = UNSET
 
 
 class StartFrame(Frame, tag="call/start", frozen=True, kw_only=True):

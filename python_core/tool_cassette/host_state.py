@@ -83,7 +83,7 @@ def kept(capture: HostCapture | None, cwd: str, outcome: bytes = b"") -> HostSta
 
 
 def relocated(frame: ResultFrame, cwd: str) -> ResultFrame:
-    """``frame`` with the recording's cwd replaced by ``cwd`` in its value and content."""
+    """``frame`` with the recording's cwd replaced by ``cwd`` in its value, content and meta."""
     host = frame.host
     if host is UNSET or not host.cwd or host.cwd == cwd or not cwd:
         return frame
@@ -92,7 +92,8 @@ def relocated(frame: ResultFrame, cwd: str) -> ResultFrame:
     def moved(raw: Raw | UnsetType) -> Raw | UnsetType:
         return raw if raw is UNSET else Raw(bytes(raw).replace(old, new))
 
-    return msgspec.structs.replace(frame, value=moved(frame.value), content=moved(frame.content))
+    return msgspec.structs.replace(frame, value=moved(frame.value), content=moved(frame.content),
+                                   meta=moved(frame.meta))
 
 
 def restored(state: HostState, cwd: str) -> Raw:

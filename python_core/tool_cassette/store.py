@@ -91,6 +91,8 @@ class VerifyReport(msgspec.Struct, frozen=True):
     tools: dict[str, int]
     error: CassetteInvalid | None = None
     definitions: int = 0
+    # Where the calls come from when not recorded: ``session-log`` (docs/import.md).
+    source: str = ""
 
 
 class _Scanner(FrameScanner[AnyFrame]):
@@ -129,6 +131,8 @@ class _Scanner(FrameScanner[AnyFrame]):
         if isinstance(frame, HeaderFrame):
             if self.header is not None:
                 raise ValueError("second header")
+            if frame.source is not UNSET and frame.version < OBSERVED_VERSION:
+                raise ValueError(f"source in a version {frame.version} file")
             self.header = frame
             return
         if self.header is None:
@@ -154,6 +158,8 @@ class _Scanner(FrameScanner[AnyFrame]):
                 raise ValueError("host state in a version 1 file")
             if frame.content is not UNSET and not frame.isError and self.header.version < 3:
                 raise ValueError(f"success with content or meta in a version {self.header.version} file")
+            if self.header.source is not UNSET and not frame.isError and frame.content is UNSET:
+                raise ValueError("imported success without the content it showed")
             del self.open_calls[frame.ordinal]
             if self.keep:
                 self.results[frame.ordinal] = _compact(frame)
@@ -282,6 +288,7 @@ def _report(scanner: _Scanner, error: CassetteInvalid | None) -> VerifyReport:
         tools=dict(sorted(scanner.tools.items())),
         error=error,
         definitions=len(scanner.definitions),
+        source="" if scanner.header is None or scanner.header.source is UNSET else scanner.header.source,
     )
 
 

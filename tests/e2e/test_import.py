@@ -20,7 +20,7 @@ from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_ser
 from dshrun import DSH, DSH_HOME, ROOT, Dsh
 from weather_service import weather_service
 
-from dsh_sidecar.bridge.api.run import ModelCassette, Row, run
+from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, run
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-import-5d1e"
@@ -54,33 +54,45 @@ def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_reques
     assert live_requests == 3  # two loop steps and the session title
 
     cassette = replayed / "model.ndjson"
-    imported = _import(lived, "--model-cassette", str(cassette))
+    imported = _import(lived, "--model-cassette", str(cassette), "--tools", "weather_lookup",
+                       "--tool-cassette", str(replayed / "tools.ndjson"))
     assert imported.returncode == 0, imported.stderr
     assert "2 calls (model 2); left out session-title#0" in imported.stdout
     assert "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail" in imported.stdout
-    data = cassette.read_text()
+    assert ("valid: dsh-tool-cassette v5: 1 calls, 1 tools, 5 frames, complete tail, imported from a session log"
+            in imported.stdout)
+    data = cassette.read_text() + (replayed / "tools.ndjson").read_text()
     assert CANARY not in data and str(tmp_path) not in data and provider.url not in data and "127.0.0.1" not in data
-    generated = _import(lived, "--test", str(project / "test_paris.py"))
+    generated = _import(lived, "--test", str(project / "test_paris.py"), "--tools", "weather_*")
     assert generated.returncode == 0, generated.stderr
+    assert "1 calls (weather_lookup 1), served by stand-ins with no tool body" in generated.stdout
+    assert "imported from a session log" in generated.stdout.splitlines()[-1]
     assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
+    tools = next((project / "cassettes" / "test_paris").glob("test_session_*.tools.ndjson")).read_text()
+    assert str(tmp_path) not in tools and '"source":"session-log"' in tools
 
-    offline = {"DEEPSEEK_BASE_URL": dead_url()}  # the provider is stopped: a dead URL and no key
-    with weather_service(tmp_path) as weather:  # no tool cassette: the tool body runs again
-        replay = run(WEATHER_TASK, cwd=replayed, rows=[Row("example-tools", "dsh-example-tools",
-                                                           {"weatherUrl": weather.url})], record_mode="none",
-                     model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
-                     env=offline)
-        _patch(project, weather.url)
-        (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
-        tested = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
-                                 f"--dsh-host={ROOT / '.host'}"], cwd=project, capture_output=True, text=True,
-                                timeout=300, env={**os.environ, **offline})
+    # The provider is stopped (a dead URL and no key), and so is the weather service: the plugin is
+    # composed, and a body that ran would fail and show the model another result. Cold here (the
+    # shim stands weather_lookup in on the run's agent), warm in the generated test.
+    offline = {"DEEPSEEK_BASE_URL": dead_url()}
+    replay = run(WEATHER_TASK, cwd=replayed, rows=[Row("example-tools", "dsh-example-tools",
+                                                       {"weatherUrl": dead_url()})], record_mode="none",
+                 model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
+                 tool_cassette=ToolCassette(file="tools.ndjson", include=["weather_lookup"], filters=["credentials"]),
+                 env=offline)
+    _patch(project, dead_url())
+    (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
+    tested = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                             f"--dsh-host={ROOT / '.host'}"], cwd=project, capture_output=True, text=True,
+                            timeout=300, env={**os.environ, **offline})
     assert replay.ok, replay.explain()
     assert replay.model_cassette is not None
     assert (replay.model_cassette.mode, replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (
         "replay", 2, 0)
     assert replay.final_text == ANSWER
     assert replay.result("weather_lookup").output == "Paris: sunny, 21C"
+    assert replay.tool_cassette is not None and (replay.tool_cassette.consumed, replay.tool_cassette.stood_up) == (
+        1, ["weather_lookup"])
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
     assert len(provider.requests()) == live_requests  # the stopped provider got nothing more
 

@@ -3,7 +3,7 @@
 ``DSH_FUZZ_SEED`` picks the seed (printed either way). 3,000 logs derived from the unit tests'
 two-step weather turn (members replaced by values of other types, events dropped, duplicated or
 moved, storage rows and surface ops bent, chunks of another step spliced in) go through
-``calls_of``, ``model_lines`` and ``module_source`` (whose module must compile); 200 real-log
+``calls_of``, ``model_lines``, ``module_source`` (whose module must compile) and ``tool_lines``; 200 real-log
 byte mutations (of the two rc.8 logs under ``tests/unit/session_import/data``) go through
 ``decode_session_log`` first. The contract: the lines pass ``verify``'s checks (``model_lines``
 runs them) and the module compiles, or one of the import's named errors is raised
@@ -33,6 +33,7 @@ from dsh_sidecar.python_core.session_import import (
     model_lines,
     module_source,
     one_turn,
+    tool_lines,
 )
 from dsh_sidecar.python_core.session_log import SessionLogInvalid, decode_session_log
 
@@ -95,6 +96,12 @@ def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
         model_lines(log, filters=FILTERS if rand.random() < 0.5 else (),
                     request_view="full" if rand.random() < 0.5 else "metadata")
         compile(module_source(events, session_id="s", cwd=log.cwd, module_stem="t", filters=[]), "t.py", "exec")
+    except NAMED as error:
+        assert str(error).split(":", 1)[0].isupper(), str(error)
+    try:
+        # The tool cassette of the same log: lines verify checks (tool_lines runs them) or a named refusal.
+        tool_lines(events, ["*"] if rand.random() < 0.5 else ["weather_lookup"], cwd=str(events[0].get("cwd", "")),
+                   filters=FILTERS if rand.random() < 0.5 else (), delegated=rand.random() < 0.05)
     except NAMED as error:
         assert str(error).split(":", 1)[0].isupper(), str(error)
 

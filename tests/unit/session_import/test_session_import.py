@@ -25,7 +25,6 @@ from dsh_sidecar.python_core.session_import import (
     model_lines,
     module_source,
     one_turn,
-    refuse_tools,
     write_lines,
 )
 from dsh_sidecar.python_core.session_log import encode_segment, project_key, read_session_log
@@ -245,13 +244,6 @@ def test_an_import_never_overwrites(tmp_path: Path) -> None:
     assert path.read_bytes() == before and not (tmp_path / "imported.ndjson.partial").exists()
 
 
-def test_tools_are_refused_naming_what_the_log_lacks() -> None:
-    with pytest.raises(ImportUnfaithful, match=r"tools: weather_lookup \(1 call\): the log lacks call/result.value"):
-        refuse_tools(_log(), ["weather*"])
-    with pytest.raises(ImportUnfaithful, match="no call of a tool matching bash, read is in the log"):
-        refuse_tools(_log(), ["bash", "read"])
-
-
 def _cli(tmp_path: Path, *args: str) -> Any:
     return CliRunner().invoke(sidecar, ["import", *args], catch_exceptions=False)
 
@@ -275,9 +267,9 @@ def test_the_cli_imports_a_log_path_and_names_every_refusal(tmp_path: Path, monk
     assert inspected.output.startswith("protocol: dsh-model-cassette v2, requestView full, imported from a session log")
     again = _cli(tmp_path, str(log), "--model-cassette", "m.ndjson")
     assert again.exit_code == 1 and "MODEL_CASSETTE_EXISTS: m.ndjson already exists" in again.output
-    tools = _cli(tmp_path, str(log), "--model-cassette", "t.ndjson", "--tools", "weather_lookup")
-    assert tools.exit_code == 1 and "IMPORT_UNFAITHFUL: tools: weather_lookup (1 call)" in tools.output
-    assert not (tmp_path / "t.ndjson").exists()  # refused whole, never half
+    tools = _cli(tmp_path, str(log), "--model-cassette", "t.ndjson", "--tools", "bash", "--tool-cassette", "t.tools")
+    assert tools.exit_code == 1 and "IMPORT_UNFAITHFUL: tools: no call of a tool matching bash" in tools.output
+    assert not (tmp_path / "t.ndjson").exists() and not (tmp_path / "t.tools").exists()  # refused whole, never half
     assert _cli(tmp_path, str(log)).exit_code == 2
     bad = _cli(tmp_path, str(log), "--model-cassette", "x.ndjson", "--filters", '[{"key": "a", "tool": "x"}]')
     assert bad.exit_code == 1 and "modelCassette.filters[0].tool" in bad.output
