@@ -20,6 +20,7 @@ from dsh_sidecar.python_core.session_import.log_calls import (
     one_turn,
 )
 from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
+from dsh_sidecar.python_core.session_import.profile import refuse_other_profile
 from dsh_sidecar.python_core.session_import.tools import refuse_tools, selected_calls
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "model_lines",
     "module_source",
     "one_turn",
+    "refuse_other_profile",
     "refuse_tools",
     "selected_calls",
     "write_lines",
