@@ -1,17 +1,19 @@
 """Whether a session ran in a profile whose requests headless DSH sends: `dsh web`'s do not.
 
-Rule: an imported cassette replays through headless DSH, which fingerprints the system prompt and
-the tool definitions it composes itself. rc.8's web profile composes another system prompt and
-another tool set (measured, docs/import.md "A `dsh web` session"): the web app's surface section
-(``@deepseek-ai/dsh-web-app`` ``webSurfacePrompt``: it names the GUI's URL, a port of that boot,
-and the DSH checkout), and an agent preset (``@deepseek-ai/dsh-agent-presets``: "the preset
-decides the tool schemas and prompt sections the model sees") that headless rc.8 does not
-compose. Such a log imports to a cassette whose every call is a ``MODEL_CASSETTE_MISMATCH`` at
-replay, so it is refused by name before anything is written. Found from what the log holds: a
-request header's ``system`` opening the web surface section. The session header's
-``agentPreset`` alone is not refused: a project whose pytest config composes the agent-presets
-row into headless DSH could replay it (and a replay that differs still fails closed, naming the
-part).
+Rule: an imported cassette replays through headless DSH, which fingerprints the requests it
+composes itself. rc.8's web profile sends other ones (measured, docs/import.md "A `dsh web`
+session"): its system prompt adds the web app's surface section (``@deepseek-ai/dsh-web-app``
+``webSurfacePrompt``: it names the GUI's URL, a port of that boot) and the DSH checkout's path;
+an agent preset (``@deepseek-ai/dsh-agent-presets``: "the preset decides the tool schemas and
+prompt sections the model sees"), which headless rc.8 does not compose, chooses its tools; and
+the web client tags each task's ``source`` with an ``rpcId`` (new at every send) and its
+``clientTimeZone``. Such a log imports to a cassette whose every call is a
+``MODEL_CASSETTE_MISMATCH`` at replay, so it is refused by name before anything is written.
+
+Found from what the log holds: a request header's ``system`` holding the web surface section.
+The session header's ``agentPreset`` alone is not refused: a project whose pytest config
+composes the agent-presets row into headless DSH could replay it (and a replay that differs
+still fails closed, naming the part).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ def refuse_other_profile(events: Sequence[Mapping[str, Any]]) -> None:
     """
     if _web(events):
         raise ImportUnfaithful("profile", "the session ran in `dsh web`: its system prompt is the web GUI's (it "
-                                          "names the GUI's URL) and an agent preset chose its tools, which headless "
-                                          "DSH composes neither of, so every imported call would be a "
-                                          "MODEL_CASSETTE_MISMATCH at replay (system prompt, tools)", _FIX)
+                                          "names the GUI's URL), an agent preset chose its tools and the web client "
+                                          "tagged its task (a request id); headless DSH sends none of them, so every "
+                                          "imported call would be a MODEL_CASSETTE_MISMATCH at replay (system prompt, "
+                                          "tools, message 0)", _FIX)

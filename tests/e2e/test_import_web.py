@@ -9,7 +9,8 @@ conditions and on the session log itself. rc.8 writes it where headless writes i
 The import refuses it whole (``IMPORT_UNFAITHFUL: profile``), with or without ``--turn 1``, and
 writes nothing. Why that is honest: the same turn's cassette, built past the refusal with the
 importer's own functions, replays through real headless DSH with the provider stopped as a
-``MODEL_CASSETTE_MISMATCH`` naming the system prompt and the tools, with no provider request.
+``MODEL_CASSETTE_MISMATCH`` naming the system prompt and the tools, with no provider request
+(the figures are in docs/import.md, "A `dsh web` session").
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def test_a_dsh_web_session_is_refused_by_name_and_its_turn_would_not_replay_head
     assert not replay.ok and replay.model_cassette is not None
     assert (replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (0, 2)
     mismatch = next(e.message for e in replay.errors if e.code == "MODEL_CASSETTE_MISMATCH")
-    assert "system prompt differs" in mismatch and "tool ask_user_question missing" in mismatch, mismatch
+    # Five differences, the first four named: the web GUI's system prompt, its agent preset's tools
+    # (ask_user_question, str_replace_editor, subagent_fork) and the web client's task (message 0).
+    assert ("system prompt differs; tool ask_user_question missing; tool str_replace_editor added; tool "
+            "subagent_fork definition differs; and 1 more") in mismatch, mismatch
     assert "no provider request was made" in mismatch
     assert len(provider.requests()) == lived_requests  # the stopped provider got nothing more
