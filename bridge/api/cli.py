@@ -64,6 +64,7 @@ from dsh_sidecar.python_core.session_import import (
     model_lines,
     module_source,
     one_turn,
+    refuse_other_profile,
     tool_lines,
     write_lines,
     write_tool_lines,
@@ -858,6 +859,7 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
             raise ImportUnfaithful("override", "a dsh-llm-replay replay.override.json beside the log replaces or "
                                                "patches its scripts; carrying it is not built yet",
                                    "import a log without one")
+        refuse_other_profile(events)  # before turns: no turn of a `dsh web` session replays headless
         events = one_turn(events, turn)
         # A subagent's model calls are in its own log beside the parent's (and its children's in theirs).
         children = [calls_of(_events_of(path), child=True)

@@ -20,6 +20,7 @@ from dsh_sidecar.python_core.session_import.log_calls import (
     one_turn,
 )
 from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
+from dsh_sidecar.python_core.session_import.profile import refuse_other_profile
 from dsh_sidecar.python_core.session_import.tools import CWD_MARK, tool_lines, write_tool_lines
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "model_lines",
     "module_source",
     "one_turn",
+    "refuse_other_profile",
     "tool_lines",
     "write_lines",
     "write_tool_lines",

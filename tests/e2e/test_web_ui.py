@@ -1,8 +1,7 @@
 """The mock UI in the real rc.8 browser client (`dsh web`), driven in Debian's headless Chromium.
 
-One `dsh web` per module on loopback, with a fresh DSH_HOME whose `profiles` link to the
-bootstrapped host (so the shim and example tools rows are the ones `dsh plugin add` installed)
-and whose sessions, workspaces and settings are empty. Each test types a `/mock replay` into the
+One `dsh web` per module on loopback (``web_host``: a fresh DSH_HOME linking the bootstrapped
+host's profiles, empty sessions, workspaces and settings). Each test types a `/mock replay` into the
 real composer and reads the outcome from the DOM. Synchronization is by DOM conditions
 (Playwright waits, a MutationObserver that records every label the row showed), never sleeps.
 Screenshots of each state go to `artifacts/web-ui/` (gitignored).
@@ -10,28 +9,17 @@ Screenshots of each state go to `artifacts/web-ui/` (gitignored).
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from dshrun import DSH, DSH_HOME, HOST, ROOT
+from dshrun import ROOT
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+from web_host import CHROMIUM, CHROMIUM_FLAGS, WAIT_MS, WebHost, open_composer, web_host
 
 pytestmark = pytest.mark.slow  # dsh web and Chromium
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 ARTIFACTS = ROOT / "artifacts" / "web-ui"
-WAIT_MS = 60_000
 
 # Every text the status row shows, in order, recorded in the page (a render between two polls
 # is not missed).
@@ -46,62 +34,20 @@ RECORD_LABELS = """() => {
 }"""
 
 
-class WebHost:
-    """A running `dsh web` and the workspace directory its sessions use."""
-
-    def __init__(self, url: str, workspace: Path) -> None:
-        self.url = url
-        self.workspace = workspace
-
-    def script(self, name: str, *steps: Any) -> str:
-        """Write a canonical script into the workspace; return its name for `/mock replay`."""
-        body = {"type": "dsh-mock-script", "version": 1, "steps": list(steps)}
-        (self.workspace / name).write_text(json.dumps(body))
-        return name
-
-
 @pytest.fixture(scope="module")
 def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebHost]:
     """Boot `dsh web` on a free loopback port with the sidecar and example tools rows on."""
-    home = tmp_path_factory.mktemp("dsh-home")
-    (home / "profiles").symlink_to(DSH_HOME / "profiles")
-    workspace = tmp_path_factory.mktemp("workspace")
-    patch = home / "web-test.patch.yml"
     rows = [
         {"id": "example-tools", "name": "dsh-example-tools", "disabled": False, "config": {}},
         {"id": "sidecar", "name": "dsh-sidecar-shim", "disabled": False, "config": {}},
     ]
-    patch.write_text("".join(f"- {json.dumps(row)}\n" for row in rows))
-    env = {k: v for k, v in os.environ.items() if "API_KEY" not in k}
-    env.update(DSH_HOME=str(home), DSH_TELEMETRY_DISABLED="1", PATH=f"{HOST / 'bin'}{os.pathsep}{env['PATH']}")
-    log = (home / "dsh-web.log").open("w")
-    proc = subprocess.Popen(
-        [str(DSH), "web", "--patch", str(patch), "--no-open", "--host", "127.0.0.1", "--port", "0"],
-        cwd=workspace, env=env, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the server prints its URL (or exits)
-        found = re.match(r"dsh web: (http://127\.0\.0\.1:\d+)", first)
-        if found is None:
-            log.flush()
-            pytest.fail(f"dsh web did not start: {first!r}\n{(home / 'dsh-web.log').read_text()[-3000:]}")
-        yield WebHost(found.group(1), workspace)
-    finally:
-        # The whole group: dsh and the sidecar it spawned (started here, in their own session).
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    with web_host(tmp_path_factory.mktemp("dsh-home"), tmp_path_factory.mktemp("workspace"), rows) as host:
+        yield host
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless; Playwright gives it a fresh temporary profile directory."""
-    # Generous: the machine is shared; a wait ends as soon as its DOM condition holds.
     expect.set_options(timeout=WAIT_MS)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
@@ -111,39 +57,10 @@ def browser() -> Iterator[Browser]:
 
 @pytest.fixture
 def page(browser: Browser, web: WebHost, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A page on a new session's composer, in a browser context with empty storage.
-
-    Empty storage per test: the app reopens the session named in its local storage, which
-    would race with starting a new one. First-run dialogs are answered whenever they show.
-    """
+    """A page on a new session's composer, in a browser context with empty storage."""
     (ARTIFACTS / "end").mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, locale="en-US")
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
     errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.add_locator_handler(page.get_by_role("button", name="Continue"), lambda button: button.click())
-    picker = page.get_by_role("dialog", name="Select Workspace Directory")
-
-    def choose_workspace(dialog: Any) -> None:
-        dialog.get_by_role("button", name="Edit path").click()
-        path = dialog.locator("input").first
-        path.fill(str(web.workspace))
-        path.press("Enter")
-        # Exact: a breadcrumb or a row whose folder name holds "open" (xdist's `popen-gw1`) is a
-        # button too, and a substring match then finds several.
-        dialog.get_by_role("button", name="Open", exact=True).click()
-        expect(dialog).to_be_hidden()
-
-    page.add_locator_handler(picker, choose_workspace)
-    page.goto(web.url)
-    # Until the workspace list has loaded (or while none exists) the composer asks for one;
-    # clicking it opens the picker, which chooses the test workspace (the same one again is a
-    # no-op for DSH).
-    start = page.get_by_placeholder(re.compile("Choose a workspace to start|Describe what you want to build"))
-    if start.get_attribute("placeholder") == "Choose a workspace to start":
-        start.click()
-    expect(page.get_by_placeholder("Describe what you want to build")).to_be_visible()
+    context, page = open_composer(browser, web, errors)
     yield page
     # The last state of every test, failed or not, for the artifacts.
     page.screenshot(path=str(ARTIFACTS / "end" / f"{request.node.name}.png"))

@@ -3,8 +3,9 @@
 ``DSH_FUZZ_SEED`` picks the seed (printed either way). 3,000 logs derived from the unit tests'
 two-step weather turn (members replaced by values of other types, events dropped, duplicated or
 moved, storage rows and surface ops bent, chunks of another step spliced in) go through
-``calls_of``, ``model_lines``, ``module_source`` (whose module must compile) and ``tool_lines``; 200 real-log
-byte mutations (of the two rc.8 logs under ``tests/unit/session_import/data``) go through
+``refuse_other_profile`` (half of them), ``one_turn``, ``calls_of``, ``model_lines``,
+``module_source`` (whose module must compile) and ``tool_lines``; 200 real-log byte mutations (of
+the three rc.8 logs under ``tests/unit/session_import/data``: two headless, one `dsh web`) go through
 ``decode_session_log`` first. The contract: the lines pass ``verify``'s checks (``model_lines``
 runs them) and the module compiles, or one of the import's named errors is raised
 (``IMPORT_UNFAITHFUL``, ``IMPORT_PRIVATE``, ``MODEL_REQUEST_INVALID``, ``NON_CANONICAL_JSON``,
@@ -33,6 +34,7 @@ from dsh_sidecar.python_core.session_import import (
     model_lines,
     module_source,
     one_turn,
+    refuse_other_profile,
     tool_lines,
 )
 from dsh_sidecar.python_core.session_log import SessionLogInvalid, decode_session_log
@@ -91,6 +93,8 @@ def _mutate(rand: random.Random, events: list[dict[str, Any]]) -> list[dict[str,
 
 def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
     try:
+        if rand.random() < 0.5:  # as the CLI does; else past it, so a web log reaches the parsers below
+            refuse_other_profile(events)
         events = one_turn(events, 1 if rand.random() < 0.5 else None)
         log = calls_of(events)
         model_lines(log, filters=FILTERS if rand.random() < 0.5 else (),
