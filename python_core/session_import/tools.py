@@ -69,7 +69,6 @@ _BEFORE_DISPATCH: Final = frozenset({"ABORTED_BEFORE_DISPATCH"})  # never reache
 class _Call(msgspec.Struct, frozen=True):
     """One top-level call of the log and the result event that settled it."""
 
-    number: int
     tool: str
     where: str
     arguments: str
@@ -103,7 +102,7 @@ def _calls(events: Sequence[Mapping[str, Any]]) -> list[_Call]:
         where = f"call {len(calls)} (turn {data.get('turn')}, step {data.get('step')})"
         if not isinstance(tool, str) or not tool or not isinstance(arguments, str) or not isinstance(call_id, str):
             raise ImportUnfaithful("tools", f"{where} has no tool name, argument text or call id")
-        calls.append(_Call(len(calls), tool, where, arguments, results.get(call_id)))
+        calls.append(_Call(tool, where, arguments, results.get(call_id)))
     return calls
 
 
@@ -142,9 +141,9 @@ def _json(value: object, where: str) -> Raw:
         raise ImportUnfaithful("tools", f"{where} holds a value with no strict JSON form") from None
 
 
-def _located(raw: Raw | UnsetType, cwd: str, where: str) -> Raw | UnsetType:
+def _located(raw: Raw, cwd: str, where: str) -> Raw:
     """``raw`` with the session's folder as ``<cwd>/``; the folder left anywhere else is refused."""
-    if isinstance(raw, UnsetType) or len(cwd) < 2:
+    if len(cwd) < 2:
         return raw
     folder = json.dumps(cwd.rstrip("/") + "/", ensure_ascii=False)[1:-1].encode()
     data = bytes(raw).replace(folder, (CWD_MARK + "/").encode())
@@ -162,11 +161,12 @@ def _outcome(call: _Call, ordinal: int, cwd: str) -> ResultFrame:
         raise ImportUnfaithful("tools", f"{call.where} of {call.tool}: its result holds no tool-result content")
     raw = _json(content, call.where)
     shown = _located(raw, cwd, call.where)
-    assert not isinstance(shown, UnsetType)
-    meta_value = call.result.get("meta", UNSET)
-    meta = UNSET if meta_value is UNSET else _located(_json(meta_value, call.where), cwd, call.where)
-    located = bytes(shown) != bytes(raw) or (
-        not isinstance(meta, UnsetType) and bytes(meta) != msgspec.json.encode(meta_value))
+    meta: Raw | UnsetType = UNSET
+    located = shown != raw
+    if "meta" in call.result:
+        raw_meta = _json(call.result["meta"], call.where)
+        meta = _located(raw_meta, cwd, call.where)
+        located = located or meta != raw_meta
     host: HostState | UnsetType = HostState(cwd=CWD_MARK) if located else UNSET
     contexts = Raw(b"[]")
     if block.get("isError") is True:
