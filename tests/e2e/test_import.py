@@ -2,10 +2,12 @@
 
 The session is what a user has: plain ``dsh --profile headless TASK`` (no sidecar row, no
 cassette) against the stock ``deepseek-official`` route, pointed at the loopback
-``deepseek_server``, with the example tools enabled by a patch. The CLI imports the folder's
-newest session into a model cassette, and into a pytest module (``--test``); the provider is
-then stopped and the same task replays from other folders through real DSH: by the run API, and
-by the generated module under pytest.
+``deepseek_server``, with the example tools enabled by a patch: a stream cut and retried, two
+parallel tool calls, the answer. The CLI imports the folder's newest session into a model
+cassette and a tool cassette (``--tools``), and into a pytest module (``--test``); the provider
+and the weather service are then stopped and the same task replays from other folders through
+real DSH with no provider request and no tool body: by the run API (cold), and by the generated
+module under pytest (warm).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from deepseek_server import WEATHER_SCRIPT, WEATHER_TASK, dead_url, deepseek_server
+from deepseek_server import WEATHER_TASK, dead_url, deepseek_server
 from dshrun import DSH, DSH_HOME, ROOT, Dsh
 from weather_service import weather_service
 
@@ -24,7 +26,15 @@ from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, run
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-import-5d1e"
-ANSWER = "It is sunny in Paris, 21C."
+ANSWER = "Sunny in Paris and Rome, 21C."
+# The shapes a real session has: a stream cut mid-answer and retried by the host, then two
+# parallel tool calls whose argument deltas interleave, then the answer.
+SCRIPT = {"title": "Two cities", "conversations": [{"match": "weather in", "replies": [
+    {"attempts": [{"text": "Let me", "cut": True},
+                  {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}},
+                                  {"name": "weather_lookup", "arguments": {"city": "Rome"}}], "interleave": True}]},
+    {"text": ANSWER},
+]}]}
 
 
 def _patch(folder: Path, weather_url: str) -> Path:
@@ -38,11 +48,12 @@ def _import(lived: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_request(tmp_path: Path) -> None:
+def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_with_no_body_or_request(
+        tmp_path: Path) -> None:
     lived, replayed, project = tmp_path / "lived", tmp_path / "replayed", tmp_path / "project"
     for folder in (lived, replayed, project):
         folder.mkdir()
-    with deepseek_server(tmp_path, WEATHER_SCRIPT) as provider, weather_service(tmp_path) as weather:
+    with deepseek_server(tmp_path, SCRIPT) as provider, weather_service(tmp_path) as weather:
         # Dsh's environment: a private home whose sessions root is the project home's (rc.8
         # rewrites the profile's cordis.yml at boot; two plain boots in one home race on it).
         live = subprocess.run([str(DSH), "--profile", "headless", "--patch", str(_patch(tmp_path, weather.url)),
@@ -51,21 +62,21 @@ def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_reques
     assert live.returncode == 0, live.stderr[-2000:]
     assert live.stdout.strip() == ANSWER
     live_requests = len(provider.requests())
-    assert live_requests == 3  # two loop steps and the session title
+    assert live_requests == 4  # the cut stream, its retry, the answer and the session title
 
     cassette = replayed / "model.ndjson"
     imported = _import(lived, "--model-cassette", str(cassette), "--tools", "weather_lookup",
                        "--tool-cassette", str(replayed / "tools.ndjson"))
     assert imported.returncode == 0, imported.stderr
-    assert "2 calls (model 2); left out session-title#0" in imported.stdout
-    assert "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail" in imported.stdout
-    assert ("valid: dsh-tool-cassette v5: 1 calls, 1 tools, 5 frames, complete tail, imported from a session log"
+    assert "3 calls (model 3); left out session-title#0" in imported.stdout
+    assert "valid: dsh-model-cassette v2: 3 calls (model 3), 5 frames, complete tail" in imported.stdout
+    assert ("valid: dsh-tool-cassette v5: 2 calls, 1 tools, 7 frames, complete tail, imported from a session log"
             in imported.stdout)
     data = cassette.read_text() + (replayed / "tools.ndjson").read_text()
     assert CANARY not in data and str(tmp_path) not in data and provider.url not in data and "127.0.0.1" not in data
     generated = _import(lived, "--test", str(project / "test_paris.py"), "--tools", "weather_*")
     assert generated.returncode == 0, generated.stderr
-    assert "1 calls (weather_lookup 1), served by stand-ins with no tool body" in generated.stdout
+    assert "2 calls (weather_lookup 2), served by stand-ins with no tool body" in generated.stdout
     assert "imported from a session log" in generated.stdout.splitlines()[-1]
     assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
     tools = next((project / "cassettes" / "test_paris").glob("test_session_*.tools.ndjson")).read_text()
@@ -88,11 +99,11 @@ def test_a_plain_dsh_session_imports_and_replays_offline_with_no_provider_reques
     assert replay.ok, replay.explain()
     assert replay.model_cassette is not None
     assert (replay.model_cassette.mode, replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (
-        "replay", 2, 0)
+        "replay", 3, 0)
     assert replay.final_text == ANSWER
-    assert replay.result("weather_lookup").output == "Paris: sunny, 21C"
+    assert [r.output for r in replay.tool_results] == ["Paris: sunny, 21C", "Rome: sunny, 21C"]
     assert replay.tool_cassette is not None and (replay.tool_cassette.consumed, replay.tool_cassette.stood_up) == (
-        1, ["weather_lookup"])
+        2, ["weather_lookup"])
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
     assert len(provider.requests()) == live_requests  # the stopped provider got nothing more
 
