@@ -7,7 +7,8 @@ import selected (``include``) are served from its tool cassette beside it with n
 others run for real at replay (``allow_live_tools`` names them), with the plugins the project's
 pytest config composes. Every value is
 written as a Python literal (``repr``). A task, final text or result that names the session's
-absolute working directory is refused (``IMPORT_PRIVATE``), as a cassette refuses it; so is a
+absolute working directory is refused (``IMPORT_PRIVATE``), as a cassette refuses it (a tool
+result naming it is asserted with ``<cwd>`` there, the replay's folder compared as it); so is a
 result the credentials filter would change (a JSON object with a ``token``/``key``/... member):
 written filtered, its assertion would fail against the live tool.
 """
@@ -23,6 +24,7 @@ from dsh_sidecar.python_core.errors import SidecarError, printable
 from dsh_sidecar.python_core.filters import Filters, parse_filters
 from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
 from dsh_sidecar.python_core.session_import.model import ImportPrivate
+from dsh_sidecar.python_core.session_import.tools import CWD_MARK
 from dsh_sidecar.python_core.session_log import final_text, tool_calls, tool_results
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 
@@ -115,10 +117,14 @@ def module_source(events: Sequence[Mapping[str, Any]], *, session_id: str, cwd: 
     task = _checked(_task(events), "the task", cwd)
     final = _checked(final_text(events), "the final text", cwd)
     names = {c.call_id: c.tool for c in tool_calls(events)}
-    results = [(names.get(r.call_id, ""), _credential_free(_checked(r.output, f"tool result {n}", cwd),
-                                                           f"tool result {n}"))
-               for n, r in enumerate(tool_results(events))]
+    # A result naming the session's folder (a file tool's path) is asserted with the folder as
+    # <cwd>, and the replay's own folder is put back to <cwd> before the comparison.
+    outputs = [r.output.replace(cwd, CWD_MARK) if len(cwd) > 1 else r.output for r in tool_results(events)]
+    located = any(CWD_MARK in o for o in outputs)
+    results = [(names.get(r.call_id, ""), _credential_free(output, f"tool result {n}"))
+               for n, (r, output) in enumerate(zip(tool_results(events), outputs, strict=True))]
     rows = "".join(f"\n    ({tool!r}, {output!r})," for tool, output in results)
+    shown = f"r.output.replace(str(dsh.cwd), {CWD_MARK!r})" if located else "r.output"
     selection = ToolCassetteConfig(mode="replay", file="", include=tuple(include))
     live = sorted({tool for tool, _ in results if tool and not (include and selection.selects(tool))})
     served = ""
@@ -156,5 +162,5 @@ def {name}(dsh):
                                                options={{"filters": {list(filters)!r}}}),
                      allow_live_tools={live!r}{served}{cold})
     assert result.final_text == FINAL_TEXT
-    assert [(r.tool, r.output) for r in result.tool_results] == TOOL_RESULTS
+    assert [(r.tool, {shown}) for r in result.tool_results] == TOOL_RESULTS
 '''

@@ -27,12 +27,14 @@ from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, run
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-import-5d1e"
 ANSWER = "Sunny in Paris and Rome, 21C."
-# The shapes a real session has: a stream cut mid-answer and retried by the host, then two
-# parallel tool calls whose argument deltas interleave, then the answer.
+# The shapes a real session has: a stream cut mid-answer and retried by the host, then parallel
+# tool calls whose argument deltas interleave (a plugin's tool twice and DSH's built-in read of a
+# file the replay's folder does not have), then the answer.
 SCRIPT = {"title": "Two cities", "conversations": [{"match": "weather in", "replies": [
     {"attempts": [{"text": "Let me", "cut": True},
                   {"tool_calls": [{"name": "weather_lookup", "arguments": {"city": "Paris"}},
-                                  {"name": "weather_lookup", "arguments": {"city": "Rome"}}], "interleave": True}]},
+                                  {"name": "weather_lookup", "arguments": {"city": "Rome"}},
+                                  {"name": "read", "arguments": {"file_path": "notes.txt"}}], "interleave": True}]},
     {"text": ANSWER},
 ]}]}
 
@@ -53,6 +55,7 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     lived, replayed, project = tmp_path / "lived", tmp_path / "replayed", tmp_path / "project"
     for folder in (lived, replayed, project):
         folder.mkdir()
+    (lived / "notes.txt").write_text("alpha\n")
     with deepseek_server(tmp_path, SCRIPT) as provider, weather_service(tmp_path) as weather:
         # Dsh's environment: a private home whose sessions root is the project home's (rc.8
         # rewrites the profile's cordis.yml at boot; two plain boots in one home race on it).
@@ -65,18 +68,18 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     assert live_requests == 4  # the cut stream, its retry, the answer and the session title
 
     cassette = replayed / "model.ndjson"
-    imported = _import(lived, "--model-cassette", str(cassette), "--tools", "weather_lookup",
+    imported = _import(lived, "--model-cassette", str(cassette), "--tools", "weather_lookup", "--tools", "read",
                        "--tool-cassette", str(replayed / "tools.ndjson"))
     assert imported.returncode == 0, imported.stderr
     assert "3 calls (model 3); left out session-title#0" in imported.stdout
     assert "valid: dsh-model-cassette v2: 3 calls (model 3), 5 frames, complete tail" in imported.stdout
-    assert ("valid: dsh-tool-cassette v5: 2 calls, 1 tools, 7 frames, complete tail, imported from a session log"
+    assert ("valid: dsh-tool-cassette v5: 3 calls, 2 tools, 10 frames, complete tail, imported from a session log"
             in imported.stdout)
     data = cassette.read_text() + (replayed / "tools.ndjson").read_text()
     assert CANARY not in data and str(tmp_path) not in data and provider.url not in data and "127.0.0.1" not in data
-    generated = _import(lived, "--test", str(project / "test_paris.py"), "--tools", "weather_*")
+    generated = _import(lived, "--test", str(project / "test_paris.py"), "--tools", "weather_*", "--tools", "read")
     assert generated.returncode == 0, generated.stderr
-    assert "2 calls (weather_lookup 2), served by stand-ins with no tool body" in generated.stdout
+    assert "3 calls (read 1, weather_lookup 2), served by stand-ins with no tool body" in generated.stdout
     assert "imported from a session log" in generated.stdout.splitlines()[-1]
     assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
     tools = next((project / "cassettes" / "test_paris").glob("test_session_*.tools.ndjson")).read_text()
@@ -89,7 +92,8 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     replay = run(WEATHER_TASK, cwd=replayed, rows=[Row("example-tools", "dsh-example-tools",
                                                        {"weatherUrl": dead_url()})], record_mode="none",
                  model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
-                 tool_cassette=ToolCassette(file="tools.ndjson", include=["weather_lookup"], filters=["credentials"]),
+                 tool_cassette=ToolCassette(file="tools.ndjson", include=["weather_lookup", "read"],
+                                            filters=["credentials"]),
                  env=offline)
     _patch(project, dead_url())
     (project / "pytest.ini").write_text("[pytest]\ndsh_patches = tools.patch.yml\n")
@@ -101,9 +105,11 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     assert (replay.model_cassette.mode, replay.model_cassette.consumed, replay.model_cassette.unconsumed) == (
         "replay", 3, 0)
     assert replay.final_text == ANSWER
-    assert [r.output for r in replay.tool_results] == ["Paris: sunny, 21C", "Rome: sunny, 21C"]
+    outputs = [r.output for r in replay.tool_results]
+    assert outputs[:2] == ["Paris: sunny, 21C", "Rome: sunny, 21C"] and "alpha" in outputs[2]
+    assert not (replayed / "notes.txt").exists()  # read was served: the file was never there
     assert replay.tool_cassette is not None and (replay.tool_cassette.consumed, replay.tool_cassette.stood_up) == (
-        2, ["weather_lookup"])
+        3, ["read", "weather_lookup"])
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
     assert len(provider.requests()) == live_requests  # the stopped provider got nothing more
 

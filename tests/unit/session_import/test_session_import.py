@@ -298,6 +298,15 @@ def test_the_generated_test_module_replays_the_task_and_asserts_the_text_and_res
                                                                 filters=[])
 
 
+def test_a_tool_result_naming_the_session_folder_is_asserted_against_the_replay_s_folder() -> None:
+    source = module_source(_with_result(_log(), f"wrote {CWD}/a.txt"), session_id="s", cwd=CWD, module_stem="t",
+                           filters=[])
+
+    assert CWD not in source and "('weather_lookup', 'wrote <cwd>/a.txt')," in source
+    assert "[(r.tool, r.output.replace(str(dsh.cwd), '<cwd>')) for r in result.tool_results]" in source
+    compile(source, "t.py", "exec")
+
+
 def _with_result(events: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
     shown = json.loads(json.dumps(RESULT))
     shown["content"][0]["content"][0]["text"] = text
@@ -310,8 +319,6 @@ def _with_result(events: list[dict[str, Any]], text: str) -> list[dict[str, Any]
     (lambda e: [*e, e[-1]], "IMPORT_UNFAITHFUL: test: the session has 2 finished turns"),
     (lambda e: [*e[:-1], {"type": "turn/end", "data": {"reason": {"kind": "error"}}}],
      "IMPORT_UNFAITHFUL: test: the session's turn ended error; a generated test asserts a completed turn"),
-    (lambda e: _with_result(e, f"wrote {CWD}/a.txt"),
-     "IMPORT_PRIVATE: test: tool result 0: it names the session's absolute working directory"),
     (lambda e: _with_result(e, '{"token": "t-1"}'),
      "IMPORT_PRIVATE: test: tool result 0: it holds a member the credentials filter hides"),
 ])
