@@ -68,7 +68,18 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
   } else if (standIns.length > 0 || registry !== 'none') {
     let done = false
     ctx.on('agent/created', ({ agent }) => {
-      if (done) return
+      if (done) {
+        // A subagent's scope does not see what its parent's registered: each agent gets the shadows.
+        for (const contract of standIns) {
+          if (!contract.shadow) continue
+          try {
+            agent.ctx.tools.register(standIn(contract, rendered))
+          } catch {
+            // Not stood in, the plugin's tool rejects the served content: the replay fails closed.
+          }
+        }
+        return
+      }
       done = true
       const names = ctx.tools.schemas().map((schema) => schema.name)
       const tools = names.map((name) => (registry === 'contracts' ? { name, contract: contractOf(ctx.tools.get(name)) } : { name }))

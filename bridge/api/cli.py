@@ -862,11 +862,11 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         refuse_other_profile(events)  # before turns: no turn of a `dsh web` session replays headless
         events = one_turn(events, turn)
         # A subagent's model calls are in its own log beside the parent's (and its children's in theirs).
-        children = [calls_of(_events_of(path), child=True)
-                    for path in _descendants(log_path.parent.parent, summary.session_id)]
+        child_logs = [_events_of(path) for path in _descendants(log_path.parent.parent, summary.session_id)]
+        children = [calls_of(child, child=True) for child in child_logs]
         log = merged(calls_of(events), children)
         lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
-        served = tool_lines(events, include, cwd=log.cwd, filters=filters, delegated=bool(children)) if include \
+        served = tool_lines(events, include, cwd=log.cwd, filters=filters, children=child_logs) if include \
             else None
         source = None
         if test_file is not None:

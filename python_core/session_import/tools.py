@@ -15,8 +15,9 @@ What the log cannot give is named, not invented: a call a policy refused before 
 no structural path of its own) still takes a number here, so the calls after it replay as a path
 mismatch (fail closed); an error's message is its content's text (rc.8 logs only its name and
 code); ``additionalContexts`` a body deferred are not in the log (the next request's history
-then differs: a model cassette mismatch). Calls of a selected tool in a subagent's session, and
-``run_code`` sub-calls, are refused by name.
+then differs: a model cassette mismatch). A subagent's calls come from its own log and number
+their paths in its session, ordered among the parent's by time as its model calls are; the call
+that delegated is not served (the subagent would never run) and selecting it is refused by name.
 
 Privacy, as recording: the filters run over the arguments and the outcome; the session's
 absolute working directory becomes ``<cwd>/`` in the outcome (``host.cwd`` is ``<cwd>``, so
@@ -26,7 +27,7 @@ absolute working directory becomes ``<cwd>/`` in the outcome (``host.cwd`` is ``
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -67,12 +68,19 @@ _BEFORE_DISPATCH: Final = frozenset({"ABORTED_BEFORE_DISPATCH"})  # never reache
 
 
 class _Call(msgspec.Struct, frozen=True):
-    """One top-level call of the log and the result event that settled it."""
+    """One top-level call of a session's log, its path there, and the result event that settled it.
+
+    ``at``/``until``: the call's and its result's event times (ms); ``path``: ``root/N``, N
+    counting the session's calls that reached ``tools/execute`` (``""`` for one that did not).
+    """
 
     tool: str
     where: str
     arguments: str
     result: Mapping[str, Any] | None
+    path: str
+    at: int
+    until: int
 
 
 def _member(value: object, key: str) -> Mapping[str, Any]:
@@ -85,24 +93,37 @@ def _data(event: Mapping[str, Any]) -> Mapping[str, Any]:
     return _member(event, "data")
 
 
-def _calls(events: Sequence[Mapping[str, Any]]) -> list[_Call]:
+def _time(event: Mapping[str, Any]) -> int:
+    time = event.get("time")
+    return time if isinstance(time, int) and not isinstance(time, bool) else 0
+
+
+def _calls(events: Sequence[Mapping[str, Any]], session: str, under: str = "root") -> list[_Call]:
     """The model's calls in log order, each with its ``tool/result`` (``None`` if it never settled)."""
-    results: dict[str, Mapping[str, Any]] = {}
+    results: dict[str, tuple[Mapping[str, Any], int]] = {}
     for event in events:
         if event.get("type") == "tool/result":
             call_id = _member(_member(_data(event), "message"), "source").get("callId")
             if isinstance(call_id, str):
-                results[call_id] = _data(event)
+                results[call_id] = (_data(event), _time(event))
     calls: list[_Call] = []
+    number = 0
     for event in events:
         if event.get("type") != "tool/call":
             continue
         data = _data(event)
         tool, arguments, call_id = data.get("name"), data.get("arguments"), data.get("callId")
-        where = f"call {len(calls)} (turn {data.get('turn')}, step {data.get('step')})"
+        where = f"{session}call {len(calls)} (turn {data.get('turn')}, step {data.get('step')})"
         if not isinstance(tool, str) or not tool or not isinstance(arguments, str) or not isinstance(call_id, str):
             raise ImportUnfaithful("tools", f"{where} has no tool name, argument text or call id")
-        calls.append(_Call(tool, where, arguments, results.get(call_id)))
+        result, until = results.get(call_id, (None, 2**63))
+        path = ""
+        if result is None or _code(result) not in _BEFORE_DISPATCH:  # else it never reached tools/execute
+            # As node_shim/tools.js numbers them: a session's own calls under ``root``, a
+            # subagent's under the call that delegated to it (they run in its async context).
+            path = f"{under}/{number}"
+            number += 1
+        calls.append(_Call(tool, where, arguments, result, path, _time(event), until))
     return calls
 
 
@@ -182,31 +203,60 @@ def _outcome(call: _Call, ordinal: int, cwd: str) -> ResultFrame:
                        additionalContexts=contexts, host=host)
 
 
+def _ordered(events: Sequence[Mapping[str, Any]], children: Sequence[Sequence[Mapping[str, Any]]],
+             selects: Callable[[str], bool]) -> list[_Call]:
+    """The selected calls of the session and its subagents' in the order they entered
+    ``tools/execute``: by time, as the model calls are merged (a subagent that ran beside its
+    parent is refused there). The call of the parent's during which a subagent's session was
+    created delegated to it; served, that session would never run, so selecting it is refused.
+    ``children`` come parents first (``_descendants``)."""
+    calls: dict[object, list[_Call]] = {events[0].get("id") if events else None: _calls(events, "")}
+    delegating: list[_Call] = []
+    for index, log in enumerate(children, start=1):
+        header = log[0] if log else {}
+        created = header.get("createdAt")
+        parent = next((c for c in calls.get(header.get("parentSession"), [])
+                       if c.path and isinstance(created, int) and c.at <= created <= c.until), None)
+        if parent is None:
+            raise ImportUnfaithful("tools", f"subagent session {index}: no call of its parent's was running when it "
+                                            "began", "import without --tools")
+        delegating.append(parent)
+        calls[header.get("id")] = _calls(log, f"subagent session {index}: ", parent.path)
+    found: list[tuple[int, int, _Call]] = []
+    for index, session in enumerate(calls.values()):
+        for call in session:
+            if not selects(call.tool) or not call.path:
+                continue
+            if call in delegating:
+                raise ImportUnfaithful("tools", f"{call.where} of {call.tool} delegated to a subagent whose calls the "
+                                                "cassettes hold: served, it would never run",
+                                       f"leave {call.tool} out of --tools")
+            found.append((call.at, index, call))
+    return [call for _, _, call in sorted(found, key=lambda entry: (entry[0], entry[1]))]
+
+
 def tool_lines(events: Sequence[Mapping[str, Any]], include: Sequence[str], *, cwd: str,
-               filters: Sequence[FilterRule] = (), delegated: bool = False) -> list[bytes]:
-    """The cassette lines (each with its newline) of the selected tools' calls in ``events``.
+               filters: Sequence[FilterRule] = (), children: Sequence[Sequence[Mapping[str, Any]]] = ()) -> list[bytes]:
+    """The cassette lines (each with its newline) of the selected tools' calls in ``events`` and in
+    its subagents' logs (``children``, each log's first event its session header).
 
     Raises:
-        ImportUnfaithful: no call of a selected tool; a selected call with no result, in a
-            delegating session, or of a shape rc.8 never logs; lines ``verify`` would refuse.
+        ImportUnfaithful: no call of a selected tool; a selected call with no result, that
+            delegated, or of a shape rc.8 never logs; lines ``verify`` would refuse.
         ImportPrivate: a result names the absolute working directory outside the ``<cwd>/`` mark.
         FilterRaised: a filter function raised.
     """
     selection = ToolCassetteConfig(mode="replay", file="", include=tuple(include), filters=tuple(filters))
-    calls = _calls(events)
-    selected = [c for c in calls if selection.selects(c.tool)]
+    selected = _ordered(events, children, selection.selects)
     if not selected:
         raise ImportUnfaithful("tools", f"no call of a tool matching {', '.join(include)} is in the log",
                                "name the tools `dsh-sidecar sessions show SESSION` lists")
-    if delegated:
-        raise ImportUnfaithful("tools", "the session delegated to subagents, whose calls number their paths in "
-                                        "sessions of their own (not built)", "import without --tools")
     compiled = Filters(filters)
     chain = Chain()
     lines = [chain.link(HeaderFrame(seq=0, prev=GENESIS, protocol=PROTOCOL, version=VERSION,
                                     include=tuple(include), filters=rules_digest(filters) if filters else UNSET,
                                     source="session-log"))[1]]
-    contracts = _contracts(events, {c.tool for c in selected})
+    contracts = _contracts([e for log in (events, *children) for e in log], {c.tool for c in selected})
     with_meta = {c.tool for c in selected if c.result is not None and "meta" in c.result}
     for tool in dict.fromkeys(c.tool for c in selected):
         contract = contracts.get(tool)
@@ -217,15 +267,7 @@ def tool_lines(events: Sequence[Mapping[str, Any]], include: Sequence[str], *, c
             parameters=_json(contract.get("parameters", {}), f"the {tool} contract"), output=Raw(IMPORTED_OUTPUT),
             presentationMeta=True if tool in with_meta else UNSET))[1])
     frames: list[StartFrame | ResultFrame] = []
-    ordinal = 0
-    number = 0
-    for call in calls:
-        if call.result is not None and _code(call.result) in _BEFORE_DISPATCH:
-            continue  # it never reached tools/execute: no path, no record
-        path = f"root/{number}"
-        number += 1
-        if call not in selected:
-            continue
+    for ordinal, call in enumerate(selected):
         if call.result is None:
             raise ImportUnfaithful("tools", f"{call.where} of {call.tool} has no result in the log (the turn ended "
                                             "inside it)")
@@ -236,7 +278,7 @@ def tool_lines(events: Sequence[Mapping[str, Any]], include: Sequence[str], *, c
             # rc.8 hands a tool the raw text when the model's arguments are not JSON.
             args = canonical_payload(call.arguments)
         args = redact_args(compiled, call.tool, args)
-        frames.append(StartFrame(seq=0, prev="", ordinal=ordinal, path=path, tool=call.tool, args=args,
+        frames.append(StartFrame(seq=0, prev="", ordinal=ordinal, path=call.path, tool=call.tool, args=args,
                                  argsDigest=digest_bytes(args)))
         outcome = _outcome(call, ordinal, cwd)
         if redact_outcome(compiled, call.tool, outcome) != outcome:
@@ -245,9 +287,8 @@ def tool_lines(events: Sequence[Mapping[str, Any]], include: Sequence[str], *, c
                                             "which the model was shown",
                                    "leave the tool out of --tools (it runs live at replay)")
         frames.append(outcome)
-        ordinal += 1
     lines += [chain.link(frame)[1] for frame in frames]
-    lines.append(chain.link(CompleteFrame(seq=0, prev="", calls=ordinal))[1])
+    lines.append(chain.link(CompleteFrame(seq=0, prev="", calls=len(selected)))[1])
     try:
         check_lines(lines)
     except CassetteInvalid as error:

@@ -117,11 +117,14 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
 DELEGATION_TASK = "Delegate: ask a helper for the capital of France."
 DELEGATION_SCRIPT = {"title": "Delegation", "conversations": [
     {"match": "Delegate:", "replies": [
+        {"tool_calls": [{"name": "read", "arguments": {"file_path": "brief.txt"}}]},
         {"tool_calls": [{"name": "subagent", "arguments": {
             "description": "capital of France", "prompt": "CHILD: what is the capital of France?",
             "run_in_background": False}}]},
         {"text": "The helper says: Paris."}]},
-    {"match": "CHILD:", "replies": [{"text": "Paris."}]},
+    {"match": "CHILD:", "replies": [
+        {"tool_calls": [{"name": "read", "arguments": {"file_path": "atlas.txt"}}]},
+        {"text": "Paris."}]},
 ]}
 
 
@@ -129,28 +132,39 @@ def test_a_session_that_delegated_imports_its_subagent_s_calls_from_the_child_lo
     lived, replayed, project = tmp_path / "lived", tmp_path / "replayed", tmp_path / "project"
     for folder in (lived, replayed, project):
         folder.mkdir()
+    (lived / "brief.txt").write_text("Ask a helper.\n")
+    (lived / "atlas.txt").write_text("France: Paris\n")
     with deepseek_server(tmp_path, DELEGATION_SCRIPT) as provider:
         live = subprocess.run([str(DSH), "--profile", "headless", DELEGATION_TASK], cwd=lived, capture_output=True,
                               text=True, timeout=120, env={**Dsh(cwd=lived).environ(), **provider.env(CANARY)})
     assert live.returncode == 0, live.stderr[-2000:]
     assert live.stdout.strip() == "The helper says: Paris."
-    assert len(provider.requests()) == 4  # the parent's two steps, the child's one, the title
+    assert len(provider.requests()) == 6  # the parent's three steps, the child's two, the title
 
-    imported = _import(lived, "--model-cassette", str(replayed / "model.ndjson"))
+    imported = _import(lived, "--model-cassette", str(replayed / "model.ndjson"), "--tools", "read",
+                       "--tool-cassette", str(replayed / "tools.ndjson"))
     assert imported.returncode == 0, imported.stderr
-    assert "3 calls (model 3); left out session-title#0" in imported.stdout
-    # Replayed with the provider stopped: the subagent runs for real, its model call served too.
+    assert "5 calls (model 5); left out session-title#0" in imported.stdout
+    assert "2 calls (read 2), served by stand-ins" in imported.stdout
+    refused = _import(lived, "--model-cassette", str(tmp_path / "x.ndjson"), "--tools", "*",
+                      "--tool-cassette", str(tmp_path / "x.tools"))
+    assert "IMPORT_UNFAITHFUL: tools: call 1 (turn 1, step 2) of subagent delegated to a subagent" in refused.stderr
+    # Replayed with the provider stopped and neither file there: the subagent runs for real, its
+    # model calls and its read served too (the child's read at its own root/0, after the parent's).
     replay = run(DELEGATION_TASK, cwd=replayed, record_mode="none", env={"DEEPSEEK_BASE_URL": dead_url()},
-                 model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}))
+                 model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
+                 tool_cassette=ToolCassette(file="tools.ndjson", include=["read"], filters=["credentials"]))
     assert replay.ok, replay.explain()
     assert replay.model_cassette is not None and (replay.model_cassette.consumed, replay.model_cassette.unconsumed) \
-        == (3, 0)
+        == (5, 0)
+    assert replay.tool_cassette is not None and (replay.tool_cassette.consumed, replay.tool_cassette.unconsumed) \
+        == (2, 0)
     assert replay.final_text == "The helper says: Paris." and len(replay.child_session_ids) == 1
     # The generated test runs it in a DSH process of its own (a warm host refuses a child's hooks).
-    assert _import(lived, "--test", str(project / "test_delegated.py")).returncode == 0
+    assert _import(lived, "--test", str(project / "test_delegated.py"), "--tools", "read").returncode == 0
     assert "warm=False" in (project / "test_delegated.py").read_text()
     tested = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--dsh-host={ROOT / '.host'}"],
                             cwd=project, capture_output=True, text=True, timeout=300,
                             env={**os.environ, "DEEPSEEK_BASE_URL": dead_url()})
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
-    assert "3 served" in tested.stdout and "0 provider requests" in tested.stdout
+    assert "0 provider requests" in tested.stdout

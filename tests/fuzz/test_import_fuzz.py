@@ -105,7 +105,7 @@ def _import(events: list[dict[str, Any]], rand: random.Random) -> None:
     try:
         # The tool cassette of the same log: lines verify checks (tool_lines runs them) or a named refusal.
         tool_lines(events, ["*"] if rand.random() < 0.5 else ["weather_lookup"], cwd=str(events[0].get("cwd", "")),
-                   filters=FILTERS if rand.random() < 0.5 else (), delegated=rand.random() < 0.05)
+                   filters=FILTERS if rand.random() < 0.5 else (), children=[events] if rand.random() < 0.1 else [])
     except NAMED as error:
         assert str(error).split(":", 1)[0].isupper(), str(error)
 

@@ -142,7 +142,6 @@ def test_the_session_folder_becomes_the_replay_s_and_a_bare_one_is_refused(tmp_p
 
 @pytest.mark.parametrize(("events", "include", "kwargs", "refusal"), [
     (_weather_log(), ["bash"], {}, "tools: no call of a tool matching bash is in the log"),
-    (_weather_log(), ["weather_lookup"], {"delegated": True}, "tools: the session delegated to subagents"),
     (_log(_call("c1", "weather_lookup", "{}")), ["*"], {}, "tools: call 0 (turn 1, step 1) of weather_lookup has "
                                                            "no result in the log"),
     ([*_weather_log()[:1], *_weather_log()[2:]], ["read"], {}, "tools: read is called but no request header"),
@@ -154,6 +153,26 @@ def test_what_an_imported_tool_cassette_cannot_hold_is_refused(events: Any, incl
                                                                 refusal: str) -> None:
     with pytest.raises(ImportUnfaithful, match="IMPORT_UNFAITHFUL: " + refusal.replace("(", r"\(").replace(")", r"\)")):
         tool_lines(events, include, cwd=CWD, **kwargs)
+
+
+def test_a_subagent_s_calls_take_their_own_paths_in_time_order_and_the_delegating_call_is_not_served(
+        tmp_path: Path) -> None:
+    def at(event: dict[str, Any], time: int) -> dict[str, Any]:
+        return {**event, "time": time}
+
+    parent = _log(at(_call("c1", "read", '{"file_path": "a.txt"}'), 10), at(_result("c1", "alpha"), 11),
+                  at(_call("c2", "subagent", '{"prompt": "go"}'), 20), at(_result("c2", "done"), 90),
+                  at(_call("c3", "read", '{"file_path": "c.txt"}'), 95), at(_result("c3", "gamma"), 96))
+    child = [{"type": "session", "id": "child-1", "createdAt": 30, "cwd": CWD, "parentSession": "session-1",
+              "delegationDepth": 1}, *_log(at(_call("k1", "read", '{"file_path": "b.txt"}'), 50),
+                                           at(_result("k1", "beta"), 51))[1:]]
+    session = _replay(tmp_path, tool_lines(parent, ["read"], cwd=CWD, children=[child]), ("read",))
+
+    assert [(c.path, json.loads(bytes(c.args))["file_path"]) for c in session._records] == [
+        ("root/0", "a.txt"), ("root/1/0", "b.txt"), ("root/2", "c.txt")]
+    with pytest.raises(ImportUnfaithful, match=r"tools: call 1 \(turn 1, step 1\) of subagent delegated to a "
+                                               r"subagent whose calls the cassettes hold"):
+        tool_lines(parent, ["*"], cwd=CWD, children=[child])
 
 
 def test_a_filtered_argument_is_matched_filtered(tmp_path: Path) -> None:
