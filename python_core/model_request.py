@@ -4,7 +4,8 @@ Rule: the view keeps what changes the answer and nothing volatile. Kept: ``provi
 ``model``, ``purpose``, ``system``, ``tools`` (name, description, parameters, in order),
 ``messages`` (role, source, content, in order) and every other request field as an *option*
 (``maxTokens``, ``temperature``, ``reasoningEffort``, ``stop``, ...). Dropped: ``signal``,
-``sessionId`` and every message ``id`` (fresh UUIDs each run). The DSH working directory, which
+``sessionId``, every message ``id`` and a compaction checkpoint's ``source.compactionId`` (and
+``sourceCommandId``) (fresh UUIDs each run). The DSH working directory, which
 rc.8 writes into the system prompt and the runtime-context message, becomes ``<cwd>`` so a
 cassette replays from another folder and never holds an absolute path.
 
@@ -125,6 +126,17 @@ def _objects(request: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
     return value
 
 
+# Ids a message source carries that are fresh each run: a compaction checkpoint's
+# (``@deepseek-ai/dsh-compaction`` ``compactCheckpointSource``), and the command's that asked for it.
+_SOURCE_IDS = frozenset({"compactionId", "sourceCommandId"})
+
+
+def _source(source: Any) -> Any:
+    if isinstance(source, Mapping) and not _SOURCE_IDS.isdisjoint(source):
+        return {k: v for k, v in source.items() if k not in _SOURCE_IDS}
+    return source
+
+
 def normalize(request: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
     """Return the canonical view of a request (see the module rule).
 
@@ -143,7 +155,8 @@ def normalize(request: Mapping[str, Any], *, cwd: str) -> dict[str, Any]:
         {k: t[k] for k in ("name", "description", "parameters") if k in t} for t in _objects(request, "tools")
     ]
     view["messages"] = [
-        {k: m[k] for k in ("role", "source", "content") if k in m} for m in _objects(request, "messages")
+        {k: _source(m[k]) if k == "source" else m[k] for k in ("role", "source", "content") if k in m}
+        for m in _objects(request, "messages")
     ]
     options = {k: v for k, v in request.items() if k not in _STRUCTURE and k not in _VOLATILE and v is not None}
     if options:

@@ -14,9 +14,12 @@ lacks is refused by name (``ImportUnfaithful``), never guessed.
   ``user/message``, ``assistant/message`` or ``tool/result`` with ``surfaceOp: append`` joins the
   tail; one with ``{op: replace, start, end}`` takes the place of the surface nodes whose event
   seqs run from ``start`` to ``end``. A ``tool/result`` replacement is the model-free tool-result
-  pruner's (``dsh-compaction-tool-result-pruner``: only the content changes) and is folded; a
-  compaction (``compaction/start``, or any other replacement) is refused: its summarization call's
-  stream is not in the log.
+  pruner's (``dsh-compaction-tool-result-pruner``: only the content changes); a ``user/message``
+  replacing the range a ``compaction/summary`` names is its checkpoint. Any other replacement is
+  refused.
+- A compaction: its summarization call is rebuilt from its ``compaction/summary`` event
+  (``compaction.py``), in the ``compaction`` lane; a failed one (``compaction/end`` with an
+  ``error``) left no answer in the log and is refused.
 - The session title: ``session/title-llm-request`` holds its request but the log never holds its
   stream (only the title text), so each title call is *left out*, as a recording leaves out a
   title that had not settled (``docs/model-cassette-format.md``, "The session-title call").
@@ -33,6 +36,7 @@ from typing import Any, Final
 import msgspec
 
 from dsh_sidecar.python_core.errors import SidecarError
+from dsh_sidecar.python_core.session_import.compaction import COMPACTION_LANE, compaction_request, summary_chunks
 
 __all__ = ["TITLE_LANE", "ImportUnfaithful", "LogCall", "LogCalls", "calls_of", "merged", "one_turn"]
 
@@ -130,12 +134,16 @@ def _message(data: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
     return message if isinstance(message, Mapping) else {}
 
 
-def _fold(surface: list[tuple[int, Mapping[str, Any]]], event: Mapping[str, Any], kind: str, where: str) -> None:
-    """Apply one surface event to ``surface`` (``(seq, message)`` nodes), as rc.8 does."""
+def _fold(surface: list[tuple[int, Mapping[str, Any]]], event: Mapping[str, Any], kind: str, where: str,
+          checkpoint: tuple[object, object] | None = None) -> None:
+    """Apply one surface event to ``surface`` (``(seq, message)`` nodes), as rc.8 does;
+    ``checkpoint``: the range the last compaction summary replaces."""
     op = event["surfaceOp"]
-    if op != "append" and (not isinstance(op, Mapping) or op.get("op") != "replace" or kind != "tool/result"):
-        raise ImportUnfaithful("compaction", f"{where} replaces earlier messages (compaction); the compaction "
-                                             "call's stream is not in the log")
+    replaces = isinstance(op, Mapping) and op.get("op") == "replace"
+    if op != "append" and not (replaces and (kind == "tool/result" or (
+            kind == "user/message" and checkpoint == (op.get("start"), op.get("end"))))):
+        raise ImportUnfaithful("compaction", f"{where} replaces earlier messages with no compaction summary "
+                                             "before it; the call that made them is not in the log")
     data = event.get("data")
     seq, message = _int(event.get("seq"), "seq", where), _message(data if isinstance(data, Mapping) else {}, kind)
     if op == "append":
@@ -162,6 +170,27 @@ def _request(header: Mapping[str, Any] | None, surface: list[tuple[int, Mapping[
             request[key] = header[key]
     request["messages"] = [{k: v for k, v in m.items() if k != "id"} for _, m in surface]
     return request
+
+
+def _compaction(data: Mapping[str, Any], header: Mapping[str, Any] | None,
+                surface: list[tuple[int, Mapping[str, Any]]], where: str, event: Mapping[str, Any],
+                position: int) -> LogCall:
+    """The summarization call a ``compaction/summary`` event stands for (``compaction.py``)."""
+    shadowed, output = data.get("shadowedSeqs"), data.get("rawOutput")
+    if not isinstance(shadowed, list) or not isinstance(output, list) or not output or not all(
+            isinstance(b, Mapping) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in output):
+        raise ImportUnfaithful("compaction", f"{where} holds no compacted seqs or no text answer (a summarizer "
+                                             "other than rc.8's dsh-compaction-basic call)")
+    if header is None:
+        raise ImportUnfaithful("request", f"the compaction at {where} has no request/header before it")
+    nodes = dict(surface)
+    if not all(isinstance(seq, int) and seq in nodes for seq in shadowed):
+        raise ImportUnfaithful("surface", f"{where} compacts messages that are not on the surface")
+    time = _int(event.get("time"), "time", where)
+    chunks = summary_chunks(output, data.get("usage"))
+    return LogCall(lane=COMPACTION_LANE, position=position, turn=0, step=0,
+                   request=compaction_request(data, header, [nodes[seq] for seq in shadowed]),
+                   chunks=chunks, times=[time] * len(chunks))
 
 
 class _Open:
@@ -194,6 +223,7 @@ def calls_of(events: Sequence[Mapping[str, Any]], *, child: bool = False) -> Log
     open_calls: dict[tuple[int, int], _Open] = {}
     calls: list[LogCall] = []
     titles = 0
+    checkpoint: tuple[object, object] | None = None
     for index, event in _expand(events):
         kind = event.get("type")
         if not isinstance(kind, str):
@@ -205,10 +235,16 @@ def calls_of(events: Sequence[Mapping[str, Any]], *, child: bool = False) -> Log
             found = data.get("header")
             header = found if isinstance(found, Mapping) else None
         elif kind in _SURFACE and "surfaceOp" in event:
-            _fold(surface, event, kind, where)
-        elif kind == "compaction/start":
-            raise ImportUnfaithful("compaction", f"{where} starts a compaction; its summarization call's stream "
-                                                 "is not in the log")
+            _fold(surface, event, kind, where, checkpoint)
+            checkpoint = None
+        elif kind == "compaction/summary":
+            calls.append(_compaction(data, header, surface, where, event,
+                                     sum(1 for c in calls if c.lane == COMPACTION_LANE)))
+            shadowed = data.get("shadowedRange")
+            checkpoint = (shadowed.get("start"), shadowed.get("end")) if isinstance(shadowed, Mapping) else None
+        elif kind == "compaction/end" and "error" in data:
+            raise ImportUnfaithful("compaction", f"{where} ends a compaction that failed; its summarization call, "
+                                                 "if it was made, left no answer in the log")
         elif kind == "session/title-llm-request":
             titles += 1
         elif kind == "assistant/chunk":
@@ -223,8 +259,9 @@ def calls_of(events: Sequence[Mapping[str, Any]], *, child: bool = False) -> Log
             call.times.append(_int(event.get("time"), "time", where))
             if chunk["type"] == "finish":
                 del open_calls[key]
-                calls.append(LogCall(lane=_LOOP_LANE, position=len(calls), turn=key[0], step=key[1],
-                                     request=call.request, chunks=call.chunks, times=call.times))
+                calls.append(LogCall(lane=_LOOP_LANE, position=sum(1 for c in calls if c.lane == _LOOP_LANE),
+                                     turn=key[0], step=key[1], request=call.request, chunks=call.chunks,
+                                     times=call.times))
     if open_calls:
         turn, step = min(open_calls)
         raise ImportUnfaithful("chunks", f"the call of turn {turn} step {step} has no finish chunk (the log ends "
@@ -282,7 +319,11 @@ def merged(parent: LogCalls, children: Sequence[LogCalls]) -> LogCalls:
             raise ImportUnfaithful("subagents", "calls of two sessions overlap in time (a subagent in the "
                                                 "background); the order a replay admits them in is not in the logs",
                                    "record the task through the sidecar (modelCassette.mode: record)")
-    calls = [msgspec.structs.replace(call, position=position) for position, (call, _) in enumerate(tagged)]
+    lanes: dict[str, int] = {}
+    calls = []
+    for call, _ in tagged:  # positions count per lane, in the order a replay admits the calls
+        calls.append(msgspec.structs.replace(call, position=lanes.get(call.lane, 0)))
+        lanes[call.lane] = lanes.get(call.lane, 0) + 1
     titles = len(parent.left_out) + sum(len(child.left_out) for child in children)
     return LogCalls(cwd=parent.cwd, calls=calls, left_out=[f"{TITLE_LANE}#{n}" for n in range(titles)])
 

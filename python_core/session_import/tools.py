@@ -203,6 +203,11 @@ def _outcome(call: _Call, ordinal: int, cwd: str) -> ResultFrame:
                        additionalContexts=contexts, host=host)
 
 
+def _id(header: Mapping[str, Any], key: str) -> str | None:
+    value = header.get(key)
+    return value if isinstance(value, str) else None
+
+
 def _ordered(events: Sequence[Mapping[str, Any]], children: Sequence[Sequence[Mapping[str, Any]]],
              selects: Callable[[str], bool]) -> list[_Call]:
     """The selected calls of the session and its subagents' in the order they entered
@@ -210,18 +215,18 @@ def _ordered(events: Sequence[Mapping[str, Any]], children: Sequence[Sequence[Ma
     parent is refused there). The call of the parent's during which a subagent's session was
     created delegated to it; served, that session would never run, so selecting it is refused.
     ``children`` come parents first (``_descendants``)."""
-    calls: dict[object, list[_Call]] = {events[0].get("id") if events else None: _calls(events, "")}
+    calls: dict[str | None, list[_Call]] = {_id(events[0] if events else {}, "id"): _calls(events, "")}
     delegating: list[_Call] = []
     for index, log in enumerate(children, start=1):
         header = log[0] if log else {}
         created = header.get("createdAt")
-        parent = next((c for c in calls.get(header.get("parentSession"), [])
+        parent = next((c for c in calls.get(_id(header, "parentSession"), [])
                        if c.path and isinstance(created, int) and c.at <= created <= c.until), None)
         if parent is None:
             raise ImportUnfaithful("tools", f"subagent session {index}: no call of its parent's was running when it "
                                             "began", "import without --tools")
         delegating.append(parent)
-        calls[header.get("id")] = _calls(log, f"subagent session {index}: ", parent.path)
+        calls[_id(header, "id")] = _calls(log, f"subagent session {index}: ", parent.path)
     found: list[tuple[int, int, _Call]] = []
     for index, session in enumerate(calls.values()):
         for call in session:

@@ -11,7 +11,10 @@ The script is JSON: ``{"title": str, "title_reply": reply, "conversations": [{"m
 "replies": [reply...]}]}``. A request whose ``max_tokens`` is the title budget (64) gets
 ``title_reply`` (default: the text ``title``). Any other request picks the first conversation
 whose ``match`` occurs in its first user message, and the reply indexed by the number of
-assistant messages already in it. A reply is ``{"text": str}`` and/or ``{"tool_calls": [{"name":
+assistant messages already in it; a conversation with ``match_last`` instead (a compaction's
+summarization call, whose instruction is its last user message) answers with its first reply.
+A reply's ``prompt_tokens`` is the usage it reports (default 100): the token pressure that makes
+rc.8 compact. A reply is ``{"text": str}`` and/or ``{"tool_calls": [{"name":
 str, "arguments": object}]}``, optionally with ``reasoning``, and these switches, each what the
 real API does somewhere: ``thinking`` (the thinking-mode first chunk: ``content: null``, empty
 ``reasoning_content``), ``keepalive: n`` (``: keep-alive`` comments at the start, between
@@ -79,8 +82,12 @@ def reply_for(body):
     messages = body.get("messages", [])
     first = first_user_text(messages)
     turn = sum(1 for m in messages if m.get("role") == "assistant")
+    users = [m["content"] for m in messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
     for conversation in script["conversations"]:
-        if conversation["match"] in first:
+        if "match_last" in conversation:  # an auxiliary call: its instruction is the last user message
+            if users and conversation["match_last"] in users[-1]:
+                return "conversation", conversation["replies"][0]
+        elif conversation["match"] in first:
             replies = conversation["replies"]
             return "conversation", attempt((conversation["match"], turn), replies[min(turn, len(replies) - 1)])
     return "unmatched", {"text": "no scripted reply"}
@@ -136,7 +143,7 @@ def events(reply):
         yield "cut"
         return
     finish = reply.get("finish") or ("tool_calls" if reply.get("tool_calls") else "stop")
-    usage = {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110,
+    usage = {"prompt_tokens": reply.get("prompt_tokens", 100), "completion_tokens": 10, "total_tokens": 110,
              "prompt_cache_hit_tokens": reply.get("cache_hit", 40), "prompt_cache_miss_tokens": 60}
     if reply.get("usage_last"):
         # finish without usage, then a usage-only chunk with no choices and cached token details.

@@ -168,3 +168,59 @@ def test_a_session_that_delegated_imports_its_subagent_s_calls_from_the_child_lo
                             env={**os.environ, "DEEPSEEK_BASE_URL": dead_url()})
     assert tested.returncode == 0 and "1 passed" in tested.stdout, tested.stdout[-3000:]
     assert "0 provider requests" in tested.stdout
+
+
+COMPACTION_TASK = "Read big.txt and say what it is."
+COMPACTION_SCRIPT = {"title": "Big file", "conversations": [
+    # rc.8's summarization call: its instruction is the last user message.
+    {"match_last": "compaction engine", "replies": [
+        {"text": "<compacted-summary>The user asked what big.txt is.</compacted-summary>"}]},
+    {"match": "", "replies": [
+        # The usage a step reports is the pressure: above 80% of the 2,000-token window below.
+        {"tool_calls": [{"name": "read", "arguments": {"file_path": "big.txt"}}], "prompt_tokens": 4100},
+        {"text": "The file is long.", "prompt_tokens": 300}]},
+]}
+# A small context window, and one compaction attempt (rc.8 measures the pressure from the last
+# reported usage, which a compaction does not change, so a second attempt would follow and fail).
+COMPACTION_PATCH = """\
+- id: compaction-basic
+  config: {compactionRetries: 0}
+- id: llm-deepseek
+  config:
+    models:
+      - {id: deepseek-v4-flash, name: DeepSeek-V4-Flash, contextWindow: 2000}
+"""
+
+
+def test_a_session_that_compacted_replays_its_summarization_call_offline(tmp_path: Path) -> None:
+    lived, replayed = tmp_path / "lived", tmp_path / "replayed"
+    for folder in (lived, replayed):
+        folder.mkdir()
+    (lived / "big.txt").write_text("".join(f"alpha beta gamma delta {n}\n" for n in range(300)))
+    patch = tmp_path / "compaction.patch.yml"
+    patch.write_text(COMPACTION_PATCH)
+    with deepseek_server(tmp_path, COMPACTION_SCRIPT) as provider:
+        live = subprocess.run([str(DSH), "--profile", "headless", "--patch", str(patch), COMPACTION_TASK], cwd=lived,
+                              capture_output=True, text=True, timeout=120,
+                              env={**Dsh(cwd=lived).environ(), **provider.env(CANARY)})
+    assert live.returncode == 0, live.stderr[-2000:]
+    assert live.stdout.strip() == "The file is long."
+    assert len(provider.requests()) == 4  # two loop steps, the summarization call and the title
+
+    imported = _import(lived, "--model-cassette", str(replayed / "model.ndjson"), "--tools", "read",
+                       "--tool-cassette", str(replayed / "tools.ndjson"))
+    assert imported.returncode == 0, imported.stderr
+    assert "3 calls (compaction 1, model 2); left out session-title#0" in imported.stdout
+    # Offline, from a folder without big.txt, with the same composition: the replayed usage makes
+    # rc.8 compact at the same point, and its summarization call is served.
+    replay = run(COMPACTION_TASK, cwd=replayed, record_mode="none", patches=[patch],
+                 env={"DEEPSEEK_BASE_URL": dead_url()},
+                 model_cassette=ModelCassette(file="model.ndjson", options={"filters": ["credentials"]}),
+                 tool_cassette=ToolCassette(file="tools.ndjson", include=["read"], filters=["credentials"]))
+    assert replay.ok, replay.explain()
+    assert replay.model_cassette is not None and (replay.model_cassette.consumed, replay.model_cassette.unconsumed) \
+        == (3, 0)
+    assert replay.final_text == "The file is long."
+    summaries = [e["data"]["summary"][0]["text"] for e in replay.events if e.get("type") == "compaction/summary"]
+    assert summaries == ["<compacted-summary>The user asked what big.txt is.</compacted-summary>"]
+    assert len(provider.requests()) == 4

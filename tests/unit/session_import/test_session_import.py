@@ -215,7 +215,7 @@ def test_the_recorder_s_fingerprints_and_chunks_of_real_logs_are_reproduced() ->
      "step"),
     (_log({"type": "text-chunks", "seq0": 1, "time0": 1, "data": {"texts": ["a", "b"], "dt": []}}), "chunks"),
     (_log(_chunk(2, 1, {"index": 0})), "chunks"),
-    (_log({"type": "compaction/start", "seq": 20, "data": {"turn": 2}}), "compaction"),
+    (_log({"type": "compaction/end", "seq": 20, "data": {"turn": 2, "error": "failed"}}), "compaction"),
     (_pruned(start=99), "surface"),
 ])
 def test_what_a_log_lacks_is_refused_by_name(events: list[dict[str, Any]], field: str) -> None:
