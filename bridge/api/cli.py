@@ -54,9 +54,11 @@ from dsh_sidecar.python_core.model_cassette.cli import IMPORTED_NOTE
 from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
 from dsh_sidecar.python_core.session_import import (
+    COMPACTION_LANE,
     ImportIOError,
     ImportTestExists,
     ImportUnfaithful,
+    LogCalls,
     calls_of,
     cassette_path,
     function_name,
@@ -913,6 +915,23 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         click.echo(f"dsh-sidecar import: wrote {_shown_path(str(tool_file))}: {tool_report.calls} calls ({tools}), "
                    "served by stand-ins with no tool body")
         click.echo(f"valid: {verify_summary(tool_report)}")
+    click.echo(f"dsh-sidecar import: not in the log, per field: {'; '.join(_gaps(log, tool_report is not None))} "
+               "(docs/import.md)")
+
+
+def _gaps(log: LogCalls, tools: bool) -> list[str]:
+    """What the written files lack that a recording holds, by field (the import's honest summary)."""
+    gaps = ["each call's wait before its first chunk (replays start streaming at once)"]
+    if any(call.lane == COMPACTION_LANE for call in log.calls):
+        gaps.append("a compaction's chunks (made from its logged answer)")
+    if tools:
+        gaps.append("tool values, deferred contexts and host state (stand-ins serve the content the model was "
+                    "shown)")
+    else:
+        gaps.append("tool values (the tools run live at replay; --tools serves them)")
+    if log.left_out:
+        gaps.append("the session title's stream (left out; the host keeps its fallback title)")
+    return gaps
 
 
 def _write_new(path: Path, text: str) -> None:

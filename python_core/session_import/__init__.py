@@ -4,6 +4,7 @@ Above the features, like ``config``: it writes the model cassette's and the tool
 formats; no feature imports it.
 """
 
+from dsh_sidecar.python_core.session_import.compaction import COMPACTION_LANE
 from dsh_sidecar.python_core.session_import.generated_test import (
     ImportIOError,
     ImportTestExists,
@@ -24,6 +25,7 @@ from dsh_sidecar.python_core.session_import.profile import refuse_other_profile
 from dsh_sidecar.python_core.session_import.tools import CWD_MARK, tool_lines, write_tool_lines
 
 __all__ = [
+    "COMPACTION_LANE",
     "CWD_MARK",
     "IMPORTED_HOST",
     "ImportIOError",

@@ -26,4 +26,5 @@ def test_the_import_demo_replays_a_plain_session_as_a_pytest_test_with_no_reques
     lines = proc.stdout.splitlines()
     assert "provider requests                3         0   3 / 0" in lines
     assert "weather requests                 1         0   1 / 0" in lines
-    assert lines[-1] == "demo-import: ok: a session run with no sidecar replayed as a pytest test, offline, no tool body"
+    assert lines[-1] == ("demo-import: ok: a session run with no sidecar replayed as a pytest test, offline, "
+                         "no tool body")

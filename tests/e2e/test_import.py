@@ -80,7 +80,7 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     generated = _import(lived, "--test", str(project / "test_paris.py"), "--tools", "weather_*", "--tools", "read")
     assert generated.returncode == 0, generated.stderr
     assert "3 calls (read 1, weather_lookup 2), served by stand-ins with no tool body" in generated.stdout
-    assert "imported from a session log" in generated.stdout.splitlines()[-1]
+    assert "imported from a session log" in generated.stdout.splitlines()[-2]
     assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
     tools = next((project / "cassettes" / "test_paris").glob("test_session_*.tools.ndjson")).read_text()
     assert str(tmp_path) not in tools and '"source":"session-log"' in tools

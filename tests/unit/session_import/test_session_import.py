@@ -260,6 +260,9 @@ def test_the_cli_imports_a_log_path_and_names_every_refusal(tmp_path: Path, monk
         "(the log holds its request, not its stream)",
         "valid: dsh-model-cassette v2: 2 calls (model 2), 4 frames, complete tail, imported from a session log "
         "(docs/import.md)",
+        "dsh-sidecar import: not in the log, per field: each call's wait before its first chunk (replays start "
+        "streaming at once); tool values (the tools run live at replay; --tools serves them); the session title's "
+        "stream (left out; the host keeps its fallback title) (docs/import.md)",
     ]
     verified = CliRunner().invoke(sidecar, ["model-cassette", "verify", "m.ndjson"])
     assert verified.output == done.output.splitlines()[1] + "\n"
