@@ -87,7 +87,7 @@ export function installRegistry(ctx, rpc, standIns, registry, warm = false) {
       const failed = []
       for (const contract of standIns) {
         // A shadow goes on the run's agent, whose scope shadows a registered tool in its place
-        // in the tool list (and is inherited by its subagents); any other only where none is.
+        // in the tool list (a subagent gets its own, above); any other only where none is.
         if (!contract.shadow && ctx.tools.get(contract.name) !== undefined) continue
         try {
           (contract.shadow ? agent.ctx : ctx).tools.register(standIn(contract, rendered))
