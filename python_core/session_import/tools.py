@@ -193,7 +193,8 @@ def _outcome(call: _Call, ordinal: int, cwd: str) -> ResultFrame:
     if block.get("isError") is True:
         error = _member(call.result, "error")
         name, code = error.get("name"), error.get("code")
-        text = "".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping) and b.get("type") == "text")
+        blocks = msgspec.json.decode(shown)  # the folder already written as <cwd>/
+        text = "".join(str(b.get("text", "")) for b in blocks if isinstance(b, Mapping) and b.get("type") == "text")
         # rc.8 logs a failure's name and code, not its message: the shown text stands for it.
         info = ToolErrorInfo(name=name, code=code) if isinstance(name, str) and isinstance(code, str) else UNSET
         failure = ToolFailure(message=text.removeprefix("Error: "), info=info)
