@@ -55,12 +55,13 @@ from dsh_sidecar.python_core.model_cassette.cli import cli as model_cassette_cli
 from dsh_sidecar.python_core.model_cassette.config import parse_config as parse_model_config
 from dsh_sidecar.python_core.session_import import (
     COMPACTION_LANE,
+    OVERRIDE_NAME,
     ImportIOError,
     ImportTestExists,
-    ImportUnfaithful,
     LogCalls,
     calls_of,
     cassette_path,
+    check_override,
     function_name,
     merged,
     model_lines,
@@ -857,16 +858,16 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         _fail(error)
     summary, log_path, events = _import_source(session, cwd, _sessions_home(dsh_home))
     try:
-        if (log_path.parent / "replay.override.json").exists():
-            raise ImportUnfaithful("override", "a dsh-llm-replay replay.override.json beside the log replaces or "
-                                               "patches its scripts; carrying it is not built yet",
-                                   "import a log without one")
         refuse_other_profile(events)  # before turns: no turn of a `dsh web` session replays headless
         events = one_turn(events, turn)
         # A subagent's model calls are in its own log beside the parent's (and its children's in theirs).
         child_logs = [_events_of(path) for path in _descendants(log_path.parent.parent, summary.session_id)]
         children = [calls_of(child, child=True) for child in child_logs]
-        log = merged(calls_of(events), children)
+        parent = calls_of(events)
+        override = log_path.parent / OVERRIDE_NAME
+        # A dsh-llm-replay fixture's sidecar: carried where it is the log's own calls, else refused.
+        agreed = check_override(override.read_bytes(), parent.calls) if override.is_file() else None
+        log = merged(parent, children)
         lines = model_lines(log, filters=filters, request_view="full" if request_view == "full" else "metadata")
         served = tool_lines(events, include, cwd=log.cwd, filters=filters, children=child_logs) if include \
             else None
@@ -915,6 +916,9 @@ def import_session(session: str | None, last: bool, cwd: str, dsh_home: Path | N
         click.echo(f"dsh-sidecar import: wrote {_shown_path(str(tool_file))}: {tool_report.calls} calls ({tools}), "
                    "served by stand-ins with no tool body")
         click.echo(f"valid: {verify_summary(tool_report)}")
+    if agreed is not None:
+        click.echo(f"dsh-sidecar import: {OVERRIDE_NAME}: {agreed} entr{'y' if agreed == 1 else 'ies'}, each the "
+                   "log's own call (carried as the log holds it)")
     click.echo(f"dsh-sidecar import: not in the log, per field: {'; '.join(_gaps(log, tool_report is not None))} "
                "(docs/import.md)")
 

@@ -21,6 +21,7 @@ from dsh_sidecar.python_core.session_import.log_calls import (
     one_turn,
 )
 from dsh_sidecar.python_core.session_import.model import IMPORTED_HOST, ImportPrivate, model_lines, write_lines
+from dsh_sidecar.python_core.session_import.override import OVERRIDE_NAME, check_override
 from dsh_sidecar.python_core.session_import.profile import refuse_other_profile
 from dsh_sidecar.python_core.session_import.tools import CWD_MARK, tool_lines, write_tool_lines
 
@@ -28,6 +29,7 @@ __all__ = [
     "COMPACTION_LANE",
     "CWD_MARK",
     "IMPORTED_HOST",
+    "OVERRIDE_NAME",
     "ImportIOError",
     "ImportPrivate",
     "ImportTestExists",
@@ -36,6 +38,7 @@ __all__ = [
     "LogCalls",
     "calls_of",
     "cassette_path",
+    "check_override",
     "function_name",
     "merged",
     "model_lines",

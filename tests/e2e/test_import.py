@@ -23,6 +23,8 @@ from dshrun import DSH, DSH_HOME, ROOT, Dsh
 from weather_service import weather_service
 
 from dsh_sidecar.bridge.api.run import ModelCassette, Row, ToolCassette, run
+from dsh_sidecar.python_core.session_import import calls_of
+from dsh_sidecar.python_core.session_log import project_key, read_session_log
 
 SIDECAR_CLI = str(ROOT / ".venv" / "bin" / "dsh-sidecar")
 CANARY = "sk-canary-import-5d1e"
@@ -84,6 +86,21 @@ def test_a_plain_dsh_session_with_a_retry_and_parallel_calls_replays_offline_wit
     assert len(list((project / "cassettes" / "test_paris").glob("test_session_*.model.ndjson"))) == 1
     tools = next((project / "cassettes" / "test_paris").glob("test_session_*.tools.ndjson")).read_text()
     assert str(tmp_path) not in tools and '"source":"session-log"' in tools
+    # The log as a dsh-llm-replay fixture: a replay.override.json beside it whose patch is the
+    # log's own call imports the same; one that throws where the log streamed is refused whole.
+    folder = next(p.parent for p in (DSH_HOME / "sessions" / project_key(str(lived))).glob("*/session.jsonl*"))
+    call = calls_of(read_session_log(next(folder.glob("session.jsonl*")))).calls[2]
+    (folder / "replay.override.json").write_text(json.dumps({"patches": [
+        {"at": 2, "entry": {"kind": "chunks", "chunks": call.chunks}}]}))
+    fixture = _import(lived, "--model-cassette", str(tmp_path / "fixture.ndjson"))
+    assert "replay.override.json: 1 entry, each the log's own call" in fixture.stdout, fixture.stderr
+    assert (tmp_path / "fixture.ndjson").read_bytes() == cassette.read_bytes()
+    (folder / "replay.override.json").write_text(json.dumps({"patches": [
+        {"at": 0, "entry": {"kind": "throw", "chunks": [], "message": "unauthorized", "code": "AUTH"}}]}))
+    thrown = _import(lived, "--model-cassette", str(tmp_path / "thrown.ndjson"))
+    assert "IMPORT_UNFAITHFUL: override: replay.override.json: patch 0 is a throw entry" in thrown.stderr
+    assert not (tmp_path / "thrown.ndjson").exists()
+    (folder / "replay.override.json").unlink()
 
     # The provider is stopped (a dead URL and no key), and so is the weather service: the plugin is
     # composed, and a body that ran would fail and show the model another result. Cold here (the

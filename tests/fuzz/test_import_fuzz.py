@@ -9,7 +9,9 @@ the three rc.8 logs under ``tests/unit/session_import/data``: two headless, one 
 ``decode_session_log`` first. The contract: the lines pass ``verify``'s checks (``model_lines``
 runs them) and the module compiles, or one of the import's named errors is raised
 (``IMPORT_UNFAITHFUL``, ``IMPORT_PRIVATE``, ``MODEL_REQUEST_INVALID``, ``NON_CANONICAL_JSON``,
-``SESSION_LOG_INVALID``); never another exception.
+``SESSION_LOG_INVALID``); never another exception. 2,000 dsh-llm-replay override documents built
+from a real log's calls and bent go through ``check_override``: an entry count, or
+``IMPORT_UNFAITHFUL: override: ...``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from dsh_sidecar.python_core.session_import import (
     ImportPrivate,
     ImportUnfaithful,
     calls_of,
+    check_override,
     model_lines,
     module_source,
     one_turn,
@@ -138,3 +141,42 @@ def test_fuzz_mutated_real_log_bytes_import_or_are_refused_by_name() -> None:
         except SessionLogInvalid:
             continue
         _import(events, rand)
+
+
+OVERRIDES = 2_000
+
+
+def test_fuzz_mutated_override_documents_are_carried_or_refused_by_name() -> None:
+    """``check_override`` over dsh-llm-replay documents built from a real log's calls, bent: an
+    entry count, or ``IMPORT_UNFAITHFUL: override: ...``; never another exception."""
+    rand = random.Random(SEED + 2)
+    calls = calls_of(decode_session_log(_real_log())).calls
+    entries = [{"kind": "chunks", "chunks": call.chunks} for call in calls]
+    placeholder = {"kind": "chunks", "chunks": [{"type": "text-delta", "index": 0, "text": "{{fromRequest:(x)}}"}]}
+    for _ in range(OVERRIDES):
+        doc: Any = copy.deepcopy(rand.choice([
+            {"patches": [{"at": n, "entry": entry} for n, entry in enumerate(entries) if rand.random() < 0.5]},
+            list(entries), [placeholder], {"patches": [{"at": 0, "entry": {"kind": "hang"}}]},
+        ]))
+        for _ in range(rand.randint(0, 3)):
+            target = rand.choice(_containers(doc, []))
+            if isinstance(target, dict) and target:
+                key = rand.choice(list(target))
+                if rand.random() < 0.3:
+                    del target[key]
+                else:
+                    target[key] = _value(rand)
+            elif isinstance(target, list):
+                target.append(_value(rand)) if rand.random() < 0.5 or not target else target.pop()
+        data = json.dumps(doc).encode(errors="surrogatepass") if rand.random() < 0.95 else bytes(
+            rand.randrange(256) for _ in range(rand.randint(0, 40)))
+        try:
+            assert check_override(data, calls) >= 0
+        except ImportUnfaithful as refused:
+            assert refused.field == "override" and str(refused).startswith("IMPORT_UNFAITHFUL: override: ")
+
+
+def _real_log() -> bytes:
+    from dsh_sidecar.python_core.session_bytes import decompress_frames
+
+    return decompress_frames((DATA / "parallel.session.jsonl.zstd").read_bytes())

@@ -278,7 +278,8 @@ def test_the_cli_imports_a_log_path_and_names_every_refusal(tmp_path: Path, monk
     assert bad.exit_code == 1 and "modelCassette.filters[0].tool" in bad.output
     (tmp_path / "replay.override.json").write_text("{}")
     override = _cli(tmp_path, str(log), "--model-cassette", "o.ndjson")
-    assert override.exit_code == 1 and "IMPORT_UNFAITHFUL: override: a dsh-llm-replay" in override.output
+    assert override.exit_code == 1 and "IMPORT_UNFAITHFUL: override: replay.override.json: not a ReplayEntry[]" \
+        in override.output and not (tmp_path / "o.ndjson").exists()
     (tmp_path / "replay.override.json").unlink()
     missing = _cli(tmp_path, "session-nope", "--model-cassette", "x.ndjson", "--dsh-home", str(tmp_path))
     assert missing.exit_code == 1 and "SESSION_NOT_FOUND: no session log for 'session-nope'" in missing.output
