@@ -22,7 +22,7 @@ import msgspec
 from msgspec import UNSET, Raw
 
 from dsh_sidecar.python_core.canonical import canonical_bytes
-from dsh_sidecar.python_core.cassette_io import GENESIS, Chain
+from dsh_sidecar.python_core.cassette_io import GENESIS, Chain, PartialFile
 from dsh_sidecar.python_core.errors import SidecarError
 from dsh_sidecar.python_core.filters import FilterRule, Filters, rules_digest
 from dsh_sidecar.python_core.model_cassette.endpoints import scrub_endpoints
@@ -125,14 +125,15 @@ def _monotone(times: list[int]) -> list[int]:
     return out
 
 
-def write_lines(path: str, lines: Sequence[bytes]) -> None:
-    """Publish ``lines`` at ``path`` create-only, as a recording is published.
+def write_lines(path: str, lines: Sequence[bytes], kind: type[PartialFile] = Recorder) -> None:
+    """Publish ``lines`` at ``path`` create-only, as a recording of ``kind`` is published.
 
     Raises:
-        ModelCassetteExists: the file or its partial exists (an import never overwrites).
-        ModelCassetteIOError: the file cannot be written.
+        ModelCassetteExists: the file or its partial exists (an import never overwrites); the
+            tool cassette's ``CassetteExists`` for its ``kind``.
+        ModelCassetteIOError: the file cannot be written (``CassetteIOError``).
     """
-    recorder = Recorder.create(path)
+    recorder = kind.create(path)
     try:
         recorder.write_lines(lines)
         recorder.publish()

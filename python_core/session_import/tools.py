@@ -35,10 +35,10 @@ from msgspec import UNSET, Raw, UnsetType
 
 from dsh_sidecar.python_core.canonical import digest_bytes
 from dsh_sidecar.python_core.cassette_io import GENESIS, Chain
-from dsh_sidecar.python_core.errors import CanonicalJsonError, SidecarError
+from dsh_sidecar.python_core.errors import CanonicalJsonError
 from dsh_sidecar.python_core.filters import FilterRule, Filters, rules_digest
 from dsh_sidecar.python_core.session_import.log_calls import ImportUnfaithful
-from dsh_sidecar.python_core.session_import.model import ImportPrivate
+from dsh_sidecar.python_core.session_import.model import ImportPrivate, write_lines
 from dsh_sidecar.python_core.tool_cassette.config import ToolCassetteConfig
 from dsh_sidecar.python_core.tool_cassette.engine import redact_args, redact_outcome
 from dsh_sidecar.python_core.tool_cassette.errors import CassetteInvalid
@@ -309,10 +309,4 @@ def write_tool_lines(path: str, lines: Sequence[bytes]) -> None:
         CassetteExists: the file or its partial exists (an import never overwrites).
         CassetteIOError: the file cannot be written.
     """
-    recorder = Recorder.create(path)
-    try:
-        recorder.write_lines(lines)
-        recorder.publish()
-    except SidecarError:
-        recorder.discard()
-        raise
+    write_lines(path, lines, Recorder)
