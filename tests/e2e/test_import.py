@@ -210,19 +210,31 @@ COMPACTION_PATCH = """\
 
 
 def test_a_session_that_compacted_replays_its_summarization_call_offline(tmp_path: Path) -> None:
-    lived, replayed = tmp_path / "lived", tmp_path / "replayed"
-    for folder in (lived, replayed):
+    lived, replayed, recorded = tmp_path / "lived", tmp_path / "replayed", tmp_path / "recorded"
+    for folder in (lived, replayed, recorded):
         folder.mkdir()
-    (lived / "big.txt").write_text("".join(f"alpha beta gamma delta {n}\n" for n in range(300)))
+    for folder in (lived, recorded):
+        (folder / "big.txt").write_text("".join(f"alpha beta gamma delta {n}\n" for n in range(300)))
     patch = tmp_path / "compaction.patch.yml"
     patch.write_text(COMPACTION_PATCH)
+    cassette = ModelCassette(file="model.ndjson", options={"filters": ["credentials"]})
     with deepseek_server(tmp_path, COMPACTION_SCRIPT) as provider:
         live = subprocess.run([str(DSH), "--profile", "headless", "--patch", str(patch), COMPACTION_TASK], cwd=lived,
                               capture_output=True, text=True, timeout=120,
                               env={**Dsh(cwd=lived).environ(), **provider.env(CANARY)})
+        # The same task recorded through the sidecar: its compaction lane is recorded too.
+        recording = run(COMPACTION_TASK, cwd=recorded, record_mode="once", patches=[patch], model_cassette=cassette,
+                        env=provider.env(CANARY))
     assert live.returncode == 0, live.stderr[-2000:]
     assert live.stdout.strip() == "The file is long."
-    assert len(provider.requests()) == 4  # two loop steps, the summarization call and the title
+    assert len(provider.requests()) == 8  # each run: two loop steps, the summarization call and the title
+    assert recording.ok, recording.explain()
+    # Replayed offline: the checkpoint's compactionId is fresh in the replay, and the request after
+    # it still matches (it did not before the request view dropped it).
+    again = run(COMPACTION_TASK, cwd=recorded, record_mode="none", patches=[patch], model_cassette=cassette,
+                env={"DEEPSEEK_BASE_URL": dead_url()})
+    assert again.ok, again.explain()
+    assert again.model_cassette is not None and again.model_cassette.consumed == 4  # the title too
 
     imported = _import(lived, "--model-cassette", str(replayed / "model.ndjson"), "--tools", "read",
                        "--tool-cassette", str(replayed / "tools.ndjson"))
@@ -240,4 +252,4 @@ def test_a_session_that_compacted_replays_its_summarization_call_offline(tmp_pat
     assert replay.final_text == "The file is long."
     summaries = [e["data"]["summary"][0]["text"] for e in replay.events if e.get("type") == "compaction/summary"]
     assert summaries == ["<compacted-summary>The user asked what big.txt is.</compacted-summary>"]
-    assert len(provider.requests()) == 4
+    assert len(provider.requests()) == 8  # nothing more while offline
