@@ -132,9 +132,9 @@ def test_the_session_folder_becomes_the_replay_s_and_a_bare_one_is_refused(tmp_p
     assert CWD.encode() not in b"".join(lines)
     session = _replay(tmp_path, lines, ("read",))
 
-    moved = relocated(session._records[0].result, "/home/ci/checkout")
-    assert json.loads(bytes(moved.content))[0]["text"] == "/home/ci/checkout/a.txt: alpha"
-    assert json.loads(bytes(moved.meta)) == {"p": "/home/ci/checkout/a"}
+    moved = relocated(session._records[0].result, "/srv/ci/checkout")
+    assert json.loads(bytes(moved.content))[0]["text"] == "/srv/ci/checkout/a.txt: alpha"
+    assert json.loads(bytes(moved.meta)) == {"p": "/srv/ci/checkout/a"}
     failed = _log(_call("c1", "read", "{}"), _result("c1", f"Error: {CWD}/a.txt: not found",
                                                        error={"name": "HarnessError", "code": "FS_NOT_FOUND"}))
     assert CWD.encode() not in b"".join(tool_lines(failed, ["read"], cwd=CWD))  # its message too
